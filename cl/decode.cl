@@ -1,0 +1,304 @@
+/* Split-K decode attention: the partial kernel.
+ *
+ * One work-group per (split, KV head x block of query rows, sequence). The
+ * rows of a block are the G = Hq / Hkv query heads sharing the KV head, times
+ * the Mq queries of the sequence, so each K/V tile is read once for all of
+ * them. A tile is WG keys:
+ *   1. scores: work-item t takes key t of the tile, dots it with every row's
+ *      q (kept in local memory, pre-scaled by scale * log2 e) in 8-element
+ *      chunks, and raises the tile's row maxima with a local atomic max;
+ *   2. probabilities: each work-item turns its own scores into
+ *      p = exp2(s - m) against the new running max m (one exp per score);
+ *   3. values: work-item (ks, c) accumulates the 8 columns c of V over the
+ *      keys ks, ks + NS, ... with the probabilities from local memory.
+ * Every work-item keeps the same running max, so the key subsets' partial
+ * sums combine by plain addition at the end. Scores and maxima are double
+ * buffered by tile parity: three barriers per tile.
+ *
+ * With SPLIT the group writes a normalised partial (o, lse) in f32 that the
+ * merge kernel (merge.cl) reduces; otherwise it writes o (and lse) directly.
+ */
+#include "softmax.clh"
+#include "kvaddr.clh"
+
+#ifndef Q_DT
+#define Q_DT f32
+#endif
+#ifndef KV_DT
+#define KV_DT f32
+#endif
+#ifndef O_DT
+#define O_DT f32
+#endif
+#ifndef D
+#define D 64 /* head dim, a multiple of 8 up to 256 */
+#endif
+#ifndef WG
+#define WG 64 /* work-items per group = keys per tile */
+#endif
+#ifndef RB
+#define RB 4 /* query rows per group */
+#endif
+#ifndef KV_Q
+#define KV_Q 0 /* 0: float K/V; 1: int4; 2: fp8 */
+#endif
+#ifndef KV_GROUPS
+#define KV_GROUPS 1
+#endif
+#ifndef ALIGNED
+#define ALIGNED 0 /* K/V rows 16-byte aligned: wide loads */
+#endif
+#ifndef PAGED
+#define PAGED 0
+#endif
+#ifndef VARLEN
+#define VARLEN 0
+#endif
+#ifndef CAUSAL
+#define CAUSAL 0
+#endif
+#ifndef HAS_BIAS
+#define HAS_BIAS 0
+#endif
+#ifndef SPLIT
+#define SPLIT 0
+#endif
+
+#define NC (D / 8)   /* 8-element chunks per row */
+#define NS (WG / NC) /* key subsets in the value pass */
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+
+#if SPLIT
+#define OUT_DT f32
+#else
+#define OUT_DT O_DT
+#endif
+
+#if KV_Q == 0
+#define KV_ELT ELT(KV_DT)
+#if ALIGNED
+#define KV_LOAD8(p, row, c, ss) LD8A(KV_DT, p, (row) + (c)*8)
+#else
+#define KV_LOAD8(p, row, c, ss) LD8(KV_DT, p, (row) + (c)*8)
+#endif
+#else
+/* QUANT_INCLUDE (restored when cl/quant.clh lands) */
+#define KV_ELT uint
+#if KV_Q == 1
+/* int4 row: KV_GROUPS scale-shift words, then one code word per 8 elements. */
+#define KV_LOAD8(p, row, c, ss)                                                            \
+  int4_dequant8((p)[(row) + KV_GROUPS + (c)],                                               \
+                scale_shift_unpack((p)[(row) + (c) / (NC / KV_GROUPS)]))
+#else
+/* fp8 row: two words per 8 elements; the scale-shift word comes from its own tensor. */
+#define KV_LOAD8(p, row, c, ss) fp8_dequant8(vload2(0, (p) + (row) + 2 * (c)), ss)
+#endif
+#endif
+
+/* Order-preserving map of floats to ints, so atomic_max on ints is a float max. */
+inline int ord_of(float f) {
+  const int i = as_int(f);
+  return i >= 0 ? i : i ^ 0x7fffffff;
+}
+inline float float_of_ord(int i) { return as_float(i >= 0 ? i : i ^ 0x7fffffff); }
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_partial(
+    __global const ELT(Q_DT) *q, long q_off, long sqb, long sqm, long sqh, long sqd,
+    __global const KV_ELT *k, long k_off, long sk0, long sk1, long sk2,
+    __global const KV_ELT *v, long v_off, long sv0, long sv1, long sv2,
+    __global const uint *k_ss, long kss_off, long skss0, long skss1, long skss2,
+    __global const uint *v_ss, long vss_off, long svss0, long svss1, long svss2,
+    __global const int *kv_len, int kv_cap,
+    __global const float *bias, long bias_off, long sbb, long sbh, long sbm, long sbn,
+    __global const int *block_table, long bt_stride, int max_pages, int page_size, int num_pages,
+    __global const int *q_start,
+    __global ELT(OUT_DT) *o, long o_off, long sob, long som, long soh, long sod, long o_split,
+    __global float *lse, long lse_off, long slb, long slh, long slm, long lse_split,
+    __global int *err_flag,
+    int Mq, int Hq, int Hkv, int chunk, float scale) {
+  const int tid = get_local_id(0);
+  const int split = get_group_id(0);
+  const int hk = get_group_id(1) % Hkv;
+  const int r0 = (get_group_id(1) / Hkv) * RB;
+  const int b = get_group_id(2);
+  const int G = Hq / Hkv;
+
+  int mq_count = Mq;
+  long q_base = b * sqb; /* row mq of this sequence is at q_base + mq * sqm */
+#if VARLEN
+  const int qs = q_start[b];
+  mq_count = q_start[b + 1] - qs;
+  q_base = qs * sqm;
+#endif
+  const int rows = G * mq_count;
+  if (r0 >= rows) return; /* uniform over the group */
+
+  int n = kv_len ? kv_len[b] : kv_cap;
+  n = clamp(n, 0, kv_cap);
+  const int lo = split * chunk;
+  int hi = min(lo + chunk, n);
+
+  kv_layout kl = {k_off, sk0, sk1, sk2}, vl = {v_off, sv0, sv1, sv2};
+  kv_layout kssl = {kss_off, skss0, skss1, skss2}, vssl = {vss_off, svss0, svss1, svss2};
+  kv_pages pg = {block_table, bt_stride, max_pages, PAGED ? page_size : 0, num_pages};
+
+  /* Row r of the block is query mq = (r0 + r) / G of head hk * G + (r0 + r) % G.
+   * Causal: query mq sees keys j < n - mq_count + mq + 1. */
+  int lim[RB];
+  int lim_max = 0;
+  for (int r = 0; r < RB; r++) {
+    const int rr = r0 + r;
+    lim[r] = (rr < rows) ? (CAUSAL ? n - mq_count + rr / G + 1 : n) : 0;
+    lim_max = max(lim_max, lim[r]);
+  }
+  hi = min(hi, lim_max);
+
+  __local float q_l[RB * D]; /* also the reduction buffer at the end */
+  __local float s_l[2][RB][WG];
+  __local int tmax_l[2][RB];
+  __local float l_l[RB];
+
+  for (int i = tid; i < RB * D; i += WG) {
+    const int r = i / D, d = i % D, rr = r0 + r;
+    float x = 0.0f;
+    if (rr < rows)
+      x = LD(Q_DT, q, q_off + q_base + (rr / G) * sqm + (hk * G + rr % G) * sqh + d * sqd);
+    q_l[i] = x * scale * LOG2E;
+  }
+  if (tid < RB) {
+    tmax_l[0][tid] = ord_of(-INFINITY);
+    tmax_l[1][tid] = ord_of(-INFINITY);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  float m_run[RB], l_run[RB];
+  float8 acc[RB];
+  for (int r = 0; r < RB; r++) {
+    m_run[r] = -INFINITY;
+    l_run[r] = 0.0f;
+    acc[r] = (float8)(0.0f);
+  }
+  const int ks = tid / NC, c = tid % NC;
+
+  int par = 0;
+  for (int t0 = lo; t0 < hi; t0 += WG, par ^= 1) {
+    /* 1. scores of key t0 + tid */
+    const int j = t0 + tid;
+    float sc[RB];
+    for (int r = 0; r < RB; r++) sc[r] = -INFINITY;
+    if (j < hi) {
+      const long row = kv_row(&kl, &pg, b, j, hk);
+      if (row < 0) {
+        *err_flag = 1; /* benign race: every writer stores 1 */
+      } else {
+#if KV_Q == 2
+        const uint kss = k_ss[kv_row(&kssl, &pg, b, j, hk)];
+#else
+        const uint kss = 0;
+#endif
+        float sdot[RB];
+        for (int r = 0; r < RB; r++) sdot[r] = 0.0f;
+        for (int cc = 0; cc < NC; cc++) {
+          const float8 kk = KV_LOAD8(k, row, cc, kss);
+          for (int r = 0; r < RB; r++) {
+            const float8 qq = vload8(0, q_l + r * D + cc * 8);
+            sdot[r] += dot(qq.lo, kk.lo) + dot(qq.hi, kk.hi);
+          }
+        }
+        for (int r = 0; r < RB; r++) {
+          float s = sdot[r];
+#if HAS_BIAS
+          const int rr = r0 + r;
+          if (rr < rows)
+            s += LOG2E * bias[bias_off + b * sbb + (hk * G + rr % G) * sbh + (rr / G) * sbm +
+                              j * sbn];
+#endif
+          sc[r] = (j < lim[r]) ? s : -INFINITY;
+        }
+      }
+    }
+    for (int r = 0; r < RB; r++) {
+      s_l[par][r][tid] = sc[r];
+      if (sc[r] != -INFINITY) atomic_max(&tmax_l[par][r], ord_of(sc[r]));
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* 2. new running max (the same in every work-item), own probabilities */
+    for (int r = 0; r < RB; r++) {
+      const float m_new = fmax(m_run[r], float_of_ord(tmax_l[par][r]));
+      float alpha = 1.0f;
+      if (m_new != -INFINITY) alpha = exp2(m_run[r] - m_new); /* 0 when m_run is -inf */
+      acc[r] *= alpha;
+      l_run[r] *= alpha;
+      m_run[r] = m_new;
+      s_l[par][r][tid] = (sc[r] == -INFINITY) ? 0.0f : exp2(sc[r] - m_new);
+    }
+    if (tid < RB) tmax_l[par ^ 1][tid] = ord_of(-INFINITY);
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* 3. values: keys ks, ks + NS, ... of the tile, columns 8c .. 8c + 7 */
+    if (ks < NS) {
+      for (int jj = ks; jj < WG && t0 + jj < hi; jj += NS) {
+        float p[RB];
+        float any = 0.0f;
+        for (int r = 0; r < RB; r++) {
+          p[r] = s_l[par][r][jj];
+          any += p[r];
+        }
+        if (any == 0.0f) continue; /* masked, or outside the cache */
+        const long row = kv_row(&vl, &pg, b, t0 + jj, hk);
+        if (row < 0) continue;
+#if KV_Q == 2
+        const uint vss = v_ss[kv_row(&vssl, &pg, b, t0 + jj, hk)];
+#else
+        const uint vss = 0;
+#endif
+        const float8 vv = KV_LOAD8(v, row, c, vss);
+        for (int r = 0; r < RB; r++) {
+          acc[r] += p[r] * vv;
+          l_run[r] += p[r];
+        }
+      }
+    }
+  }
+
+  /* Combine the key subsets: same running max, so sums simply add. */
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = 0; s < NS; s++) {
+    if (ks == s) {
+      for (int r = 0; r < RB; r++) {
+        __local float *dst = q_l + r * D + c * 8;
+        const float8 prev = (s == 0) ? (float8)(0.0f) : vload8(0, dst);
+        vstore8(prev + acc[r], 0, dst);
+        if (c == 0) l_l[r] = ((s == 0) ? 0.0f : l_l[r]) + l_run[r];
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+
+  /* Output rows: packed (varlen, direct) or [b, mq, h] (also the partials' layout). */
+#if VARLEN && !SPLIT
+  const long ob = 0, om0 = qs;
+  const long lb = 0;
+#else
+  const long ob = b, om0 = 0;
+  const long lb = b;
+#endif
+  for (int i = tid; i < RB * D; i += WG) {
+    const int r = i / D, d = i % D, rr = r0 + r;
+    if (rr >= rows) continue;
+    const float l = l_l[r];
+    const float x = (l > 0.0f) ? q_l[i] / l : 0.0f;
+    ST(OUT_DT, o,
+       o_off + split * o_split + ob * sob + (om0 + rr / G) * som + (hk * G + rr % G) * soh + d * sod,
+       x);
+  }
+  if (lse && tid < RB && r0 + tid < rows) {
+    const int rr = r0 + tid;
+    const float l = l_l[tid];
+    const float val = (l > 0.0f) ? (m_run[tid] + log2(l)) * LN2 : -INFINITY;
+    lse[lse_off + split * lse_split + lb * slb + (hk * G + rr % G) * slh + (om0 + rr / G) * slm] =
+        val;
+  }
+}

@@ -1,0 +1,61 @@
+/* The clattn command-line tool: shared plumbing for its subcommands. */
+#ifndef CLATTN_CLI_H
+#define CLATTN_CLI_H
+
+#include "clattn.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* An open device: context and a profiling queue. */
+typedef struct cli_env {
+  clattn_context *ctx;
+  cl_command_queue queue;
+  clattn_device_profile profile;
+} cli_env;
+
+/* Opens the device named by `selector` (index or name substring; NULL:
+ * $CLATTN_DEVICE, else the default). Prints the error and returns false. */
+bool cli_open(const char *selector, cli_env *env);
+void cli_close(cli_env *env);
+
+/* Flags: --name VALUE (or --name=VALUE); bools take no value. */
+typedef enum cli_flag_type { FLAG_INT, FLAG_BOOL, FLAG_STR, FLAG_DOUBLE } cli_flag_type;
+typedef struct cli_flag {
+  const char *name; /* without the leading "--" */
+  cli_flag_type type;
+  void *ptr;        /* int*, bool*, const char**, double* */
+  const char *help;
+} cli_flag;
+
+/* Parses argv (after the subcommand words). Returns 0 to go on, 1 when
+ * --help was printed (exit 0), 2 after printing a one-line error (exit 2). */
+int cli_parse(const char *usage, int argc, char **argv, const cli_flag *flags, int nflags);
+
+/* Parses a dtype name (f32, f16, bf16, int4, int4g2, int4g4, int4g8, fp8, fp8fnuz);
+ * *groups gets the int4 group count (1 otherwise). false for an unknown name. */
+bool cli_dtype(const char *name, clattn_dtype *dt, int *groups);
+
+/* Kernel time of a finished event from its profiling info, in ms. */
+double cli_event_ms(cl_event e);
+/* Median of n values (sorts v). */
+double cli_median(double *v, int n);
+/* A progress line on stderr ("\r[label] i/n") when stderr is a terminal or
+ * the run is long; cli_progress_done ends the line. */
+void cli_progress(const char *label, int i, int n);
+void cli_progress_done(void);
+
+/* Prints "clattn: <what>: <status>: <message>" to stderr; returns 1. */
+int cli_fail(const char *what, clattn_status s);
+
+/* Subcommands: each returns the process exit code (0 ok, 1 check failed or
+ * runtime error, 2 bad usage). */
+int cli_devices(int argc, char **argv);
+int cli_run_decode(int argc, char **argv);
+int cli_run_merge(int argc, char **argv);
+int cli_run_rerope(int argc, char **argv);
+int cli_run_quant(int argc, char **argv);
+int cli_bench(int argc, char **argv);
+int cli_tune(int argc, char **argv);
+
+#endif

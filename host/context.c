@@ -1,0 +1,181 @@
+/* The clattn context: the caller's cl_context and device, the device
+ * profile, its tuning row and the program cache. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+clattn_status clattn_select_device(const char *selector, cl_device_id *out);
+
+static void default_cache_dir(char *buf, size_t size) {
+  const char *env = getenv("CLATTN_CACHE_DIR");
+  if (env) {
+    snprintf(buf, size, "%s", env);
+    return;
+  }
+  const char *xdg = getenv("XDG_CACHE_HOME");
+  const char *home = getenv("HOME");
+  if (xdg && *xdg)
+    snprintf(buf, size, "%s/clattn", xdg);
+  else if (home && *home)
+    snprintf(buf, size, "%s/.cache/clattn", home);
+  else
+    buf[0] = '\0';
+}
+
+/* mkdir -p, best effort: a cache that cannot be written is just not used. */
+static void make_dirs(const char *path) {
+  char tmp[1024];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p == '/') {
+      *p = '\0';
+      mkdir(tmp, 0755);
+      *p = '/';
+    }
+  }
+  mkdir(tmp, 0755);
+}
+
+clattn_status clattn_context_create(cl_context cl_ctx, cl_device_id device,
+                                    const clattn_context_options *opts, clattn_context **out) {
+  if (!out) return clattn_fail(CLATTN_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  if (!cl_ctx) return clattn_fail(CLATTN_INVALID_ARGUMENT, "cl_ctx is NULL");
+  if (!device) return clattn_fail(CLATTN_INVALID_ARGUMENT, "device is NULL");
+  /* The device must belong to the context. */
+  cl_uint nd = 0;
+  cl_int err = clGetContextInfo(cl_ctx, CL_CONTEXT_NUM_DEVICES, sizeof nd, &nd, NULL);
+  if (err != CL_SUCCESS) return clattn_fail_cl(err, "clGetContextInfo", "cl_ctx");
+  cl_device_id *devs = calloc(nd ? nd : 1, sizeof *devs);
+  if (!devs) return clattn_fail(CLATTN_OUT_OF_MEMORY, "context: device list");
+  clGetContextInfo(cl_ctx, CL_CONTEXT_DEVICES, nd * sizeof *devs, devs, NULL);
+  bool found = false;
+  for (cl_uint i = 0; i < nd; i++) found |= devs[i] == device;
+  free(devs);
+  if (!found) return clattn_fail(CLATTN_INVALID_ARGUMENT, "device is not a device of cl_ctx");
+
+  clattn_context *c = calloc(1, sizeof *c);
+  if (!c) return clattn_fail(CLATTN_OUT_OF_MEMORY, "context");
+  clattn_status s = clattn_device_profile_query(device, &c->profile);
+  if (s != CLATTN_SUCCESS) {
+    free(c);
+    return s;
+  }
+  if (opts) c->opts = *opts;
+  c->opts.cache_dir = NULL; /* copied below; the caller's string need not outlive the call */
+  if (opts && opts->cache_dir)
+    snprintf(c->cache_dir, sizeof c->cache_dir, "%s", opts->cache_dir);
+  else
+    default_cache_dir(c->cache_dir, sizeof c->cache_dir);
+  if (c->cache_dir[0]) make_dirs(c->cache_dir);
+
+  char override[1200] = "";
+  const char *tf = getenv("CLATTN_TUNING_FILE");
+  if (tf)
+    snprintf(override, sizeof override, "%s", tf);
+  else if (c->cache_dir[0])
+    snprintf(override, sizeof override, "%s/tuning-%s.txt", c->cache_dir, c->profile.arch);
+  clattn_tuning_lookup(&c->profile, override[0] ? override : NULL, &c->tuning);
+
+  c->scratch = clCreateBuffer(cl_ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
+  if (err != CL_SUCCESS) {
+    free(c);
+    return clattn_fail_cl(err, "clCreateBuffer", "context scratch");
+  }
+  clRetainContext(cl_ctx);
+  clRetainDevice(device);
+  c->cl = cl_ctx;
+  c->device = device;
+  clattn_log(c, CLATTN_LOG_INFO, "clattn: %s (%s), arch %s, %u CUs", c->profile.name,
+             c->profile.platform, c->profile.arch, c->profile.compute_units);
+  *out = c;
+  return CLATTN_SUCCESS;
+}
+
+clattn_status clattn_context_create_selected(const char *selector, const clattn_context_options *opts,
+                                             clattn_context **out) {
+  if (!out) return clattn_fail(CLATTN_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  cl_device_id dev = NULL;
+  CLATTN_TRY(clattn_select_device(selector, &dev));
+  cl_int err = CL_SUCCESS;
+  cl_context cl = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+  if (err != CL_SUCCESS) return clattn_fail_cl(err, "clCreateContext", "selected device");
+  clattn_status s = clattn_context_create(cl, dev, opts, out);
+  clReleaseContext(cl); /* the clattn context holds its own reference */
+  if (s == CLATTN_SUCCESS) (*out)->owns_cl = true;
+  return s;
+}
+
+clattn_status clattn_context_create_default(const clattn_context_options *opts,
+                                            clattn_context **out) {
+  return clattn_context_create_selected(getenv("CLATTN_DEVICE"), opts, out);
+}
+
+void clattn_context_release(clattn_context **ctx) {
+  if (!ctx || !*ctx) return;
+  clattn_context *c = *ctx;
+  clattn_program_cache_free(c->programs);
+  clReleaseMemObject(c->scratch);
+  clReleaseDevice(c->device);
+  clReleaseContext(c->cl);
+  free(c);
+  *ctx = NULL;
+}
+
+cl_context clattn_context_cl(const clattn_context *ctx) { return ctx ? ctx->cl : NULL; }
+cl_device_id clattn_context_device(const clattn_context *ctx) { return ctx ? ctx->device : NULL; }
+
+clattn_status clattn_context_profile(const clattn_context *ctx, clattn_device_profile *out) {
+  if (!ctx || !out) return clattn_fail(CLATTN_INVALID_ARGUMENT, "ctx or out is NULL");
+  *out = ctx->profile;
+  return CLATTN_SUCCESS;
+}
+
+void clattn_log(const clattn_context *ctx, clattn_log_level level, const char *fmt, ...) {
+  if (!ctx || !ctx->opts.log || level > ctx->opts.log_level) return;
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  ctx->opts.log(ctx->opts.log_priv, level, msg);
+}
+
+void clattn_feature_options(const clattn_context *ctx, char *buf, size_t size) {
+  /* CLATTN_PORTABLE=1 in the environment forces the portable twins (tests use it). */
+  const char *portable = getenv("CLATTN_PORTABLE");
+  bool fast = !(portable && portable[0] == '1');
+  snprintf(buf, size, " -DCLATTN_NV_PTX=%d -DCLATTN_AMD=%d -DCLATTN_SIMD=%u -DCLATTN_FP64=%d",
+           fast && ctx->profile.has_nv_ptx, fast && ctx->profile.has_amd_builtins,
+           ctx->profile.simd_width, ctx->profile.has_fp64);
+}
+
+clattn_status clattn_check_enqueue(const clattn_context *ctx, cl_command_queue queue,
+                                   cl_uint num_wait, const cl_event *wait) {
+  if (!ctx) return clattn_fail(CLATTN_INVALID_ARGUMENT, "ctx is NULL");
+  if (!queue) return clattn_fail(CLATTN_INVALID_ARGUMENT, "queue is NULL");
+  if ((num_wait > 0) != (wait != NULL))
+    return clattn_fail(CLATTN_INVALID_ARGUMENT, "num_wait is %u but wait_list is %s", num_wait,
+                       wait ? "set" : "NULL");
+  cl_context qc = NULL;
+  cl_int err = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof qc, &qc, NULL);
+  if (err != CL_SUCCESS) return clattn_fail_cl(err, "clGetCommandQueueInfo", "queue");
+  if (qc != ctx->cl)
+    return clattn_fail(CLATTN_INVALID_ARGUMENT, "queue belongs to another cl_context than ctx");
+  cl_device_id qd = NULL;
+  clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof qd, &qd, NULL);
+  if (qd != ctx->device)
+    return clattn_fail(CLATTN_INVALID_ARGUMENT, "queue is for another device than ctx's");
+  return CLATTN_SUCCESS;
+}
+
+clattn_status clattn_temp_buffer(clattn_context *ctx, size_t bytes, cl_mem *out) {
+  cl_int err = CL_SUCCESS;
+  *out = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, bytes ? bytes : 4, NULL, &err);
+  if (err != CL_SUCCESS) return clattn_fail_cl(err, "clCreateBuffer", "workspace");
+  return CLATTN_SUCCESS;
+}

@@ -1,0 +1,207 @@
+/*
+ * The library's internal interface between the operations (lib/) and the
+ * host layer (host/): errors, tensor checks, device profile and tuning
+ * table, kernel programs and launches.
+ */
+#ifndef CLATTN_INTERNAL_H
+#define CLATTN_INTERNAL_H
+
+#include "clattn.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+#if defined(__GNUC__)
+#define CLATTN_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define CLATTN_PRINTF(a, b)
+#endif
+
+/* ------------------------------------------------------------------ errors (error.c) */
+
+/* Sets the thread's message and returns status, so callers can write
+ * `return clattn_fail(CLATTN_INVALID_SHAPE, "q.shape[3] (%d) ...", d);` */
+clattn_status clattn_fail(clattn_status status, const char *fmt, ...) CLATTN_PRINTF(2, 3);
+/* An OpenCL call failed: "clEnqueueNDRangeKernel(clattn_decode_partial) failed: CL_INVALID_WORK_GROUP_SIZE (-54)". */
+clattn_status clattn_fail_cl(cl_int err, const char *call, const char *what);
+const char *clattn_cl_error_name(cl_int err);
+void clattn_clear_error(void);
+
+/* Propagate a non-success status. */
+#define CLATTN_TRY(expr)                                                                    \
+  do {                                                                                      \
+    clattn_status clattn_try_s_ = (expr);                                                   \
+    if (clattn_try_s_ != CLATTN_SUCCESS) return clattn_try_s_;                              \
+  } while (0)
+
+/* ------------------------------------------------------------------ tensors (tensor.c) */
+
+static inline bool clattn_present(const clattn_tensor *t) { return t->buf != NULL; }
+
+/* Checks that `t` (named `name` in messages) is present, has `ndim` dims,
+ * non-negative shape and strides, a dtype in `dtype_mask` (bit 1 << dtype),
+ * an offset aligned to its element size, and that every element it can reach
+ * lies inside its buffer. */
+clattn_status clattn_check_tensor(const clattn_tensor *t, const char *name, int ndim,
+                                  unsigned dtype_mask);
+/* t->shape[axis] must equal `expect` (`what` names where expect comes from). */
+clattn_status clattn_check_dim(const clattn_tensor *t, const char *name, int axis,
+                               int64_t expect, const char *what);
+/* Element offset of the view (offset / element size). */
+int64_t clattn_elem_offset(const clattn_tensor *t);
+/* Bytes from the first to one past the last reachable byte, from the offset. */
+uint64_t clattn_tensor_extent_bytes(const clattn_tensor *t);
+
+#define CLATTN_DT(d) (1u << (d))
+#define CLATTN_FLOAT_DTYPES (CLATTN_DT(CLATTN_F32) | CLATTN_DT(CLATTN_F16) | CLATTN_DT(CLATTN_BF16))
+
+/* Kernel-side name of a dtype for -D options ("f32", "f16", "bf16", "f64"). */
+const char *clattn_dtype_cl(clattn_dtype dtype);
+
+/* ------------------------------------------------------------------ tuning (params.c) */
+
+/* Per-device parameters of every kernel family. Values come from the table
+ * in params.c (device, then architecture, then vendor, then the generic row),
+ * then from an override file written by `clattn tune`. */
+typedef struct clattn_tuning {
+  /* decode (split-K partial and reduce) */
+  int decode_wg;          /* work-items per work-group */
+  int decode_block_n;     /* keys per tile */
+  int decode_splits_per_cu; /* target work-groups per compute unit when choosing S */
+  int decode_min_keys_per_split;
+  int decode_max_splits;
+  /* merge */
+  int merge_wg;
+  /* rerope (forward / backward) */
+  int rerope_block_m;
+  int rerope_block_n;
+  int rerope_wg;
+  int rerope_use_mma;     /* tensor-core path where the profile allows */
+  /* quantize / dequantize / append */
+  int quant_wg;
+} clattn_tuning;
+
+/* Fills `out` for a profile (table lookup + override file at `override_path`, may be NULL). */
+void clattn_tuning_lookup(const clattn_device_profile *prof, const char *override_path,
+                          clattn_tuning *out);
+/* Sets field `key` to `value`; false for an unknown key. Used by the override file and the tuner. */
+bool clattn_tuning_set(clattn_tuning *t, const char *key, int value);
+/* Writes every field as "key=value" lines. */
+clattn_status clattn_tuning_write(const clattn_tuning *t, const char *path);
+
+/* ------------------------------------------------------------------ context (context.c) */
+
+struct clattn_program_cache;
+
+struct clattn_context {
+  cl_context cl;
+  cl_device_id device;
+  clattn_device_profile profile;
+  clattn_tuning tuning;
+  clattn_context_options opts;
+  char cache_dir[1024]; /* "" = no disk cache */
+  struct clattn_program_cache *programs;
+  bool owns_cl; /* created by clattn_context_create_default */
+  cl_mem scratch; /* 4 KiB the kernels may write when the caller passes no error flag */
+};
+
+void clattn_log(const clattn_context *ctx, clattn_log_level level, const char *fmt, ...)
+    CLATTN_PRINTF(3, 4);
+
+/* Vendor feature macros for kernels (-DCLATTN_NV_PTX=1 ...), from the profile. */
+void clattn_feature_options(const clattn_context *ctx, char *buf, size_t size);
+
+/* ------------------------------------------------------------------ programs (program.c) */
+
+/* Embedded kernel sources (generated from cl/ at build time). */
+typedef struct clattn_source {
+  const char *name; /* "decode.cl", "common.clh" */
+  const char *text;
+  size_t size;
+} clattn_source;
+extern const clattn_source clattn_sources[];
+extern const size_t clattn_num_sources;
+
+/* The source of `name` with its #include "x.clh" lines expanded, from
+ * $CLATTN_KERNEL_DIR when set, else embedded. Caller frees. */
+clattn_status clattn_source_load(const char *name, char **out);
+
+/* Builds (or fetches from the in-memory and on-disk caches) the program of
+ * source `file` with `options` (-D ...; the feature options are appended),
+ * and creates kernel `kernel_name` from it. The caller releases the kernel. */
+clattn_status clattn_kernel_get(clattn_context *ctx, const char *file, const char *options,
+                                const char *kernel_name, cl_kernel *out);
+void clattn_program_cache_free(struct clattn_program_cache *c);
+
+/* Kernel arguments in order, without hand-numbering; the first failure is kept. */
+typedef struct clattn_args {
+  cl_kernel kernel;
+  cl_uint next;
+  cl_int err;
+  cl_uint failed_at;
+} clattn_args;
+
+static inline clattn_args clattn_args_begin(cl_kernel k) {
+  clattn_args a = {k, 0, CL_SUCCESS, 0};
+  return a;
+}
+void clattn_arg(clattn_args *a, size_t size, const void *value);
+void clattn_arg_mem(clattn_args *a, cl_mem m);  /* NULL allowed: kernels test a flag */
+void clattn_arg_int(clattn_args *a, int v);
+void clattn_arg_long(clattn_args *a, int64_t v);
+void clattn_arg_float(clattn_args *a, float v);
+void clattn_arg_local(clattn_args *a, size_t bytes);
+/* A tensor as (buffer, element offset as long). */
+void clattn_arg_tensor(clattn_args *a, const clattn_tensor *t);
+clattn_status clattn_args_end(const clattn_args *a, const char *kernel_name);
+
+/* Checks the local size against the device and kernel limits, then enqueues. */
+clattn_status clattn_launch(clattn_context *ctx, cl_command_queue queue, cl_kernel kernel,
+                            const char *kernel_name, cl_uint dims, const size_t *global,
+                            const size_t *local, cl_uint num_wait, const cl_event *wait,
+                            cl_event *event);
+
+/* Common queue checks: queue non-NULL and on ctx's context, wait list consistent. */
+clattn_status clattn_check_enqueue(const clattn_context *ctx, cl_command_queue queue,
+                                   cl_uint num_wait, const cl_event *wait);
+
+/* A temporary buffer released once the enqueued commands using it finish
+ * (OpenCL defers the free until then). */
+clattn_status clattn_temp_buffer(clattn_context *ctx, size_t bytes, cl_mem *out);
+
+/* ------------------------------------------------------------------ merge (lib/merge.c) */
+
+/* Merges n partial states stored in one f32 buffer, partial i at element
+ * offset o_off + i * o_split_stride (o) and lse_off + i * lse_split_stride
+ * (lse), each [B, M, H, D] / [B, H, M] with the given strides, into `o`
+ * (any float dtype) and optional `lse`. The split-K reduce of decode. */
+typedef struct clattn_merge_strided {
+  cl_mem part_o, part_lse;
+  int64_t part_o_off, part_lse_off;
+  int64_t part_o_split_stride, part_lse_split_stride;
+  int64_t part_o_stride[4];   /* b, m, h, d */
+  int64_t part_lse_stride[3]; /* b, h, m */
+  int n;
+  int B, M, H, D;
+  const clattn_tensor *o;        /* [B, M, H, D] */
+  const clattn_tensor *lse;      /* [B, H, M] or NULL/absent */
+  /* varlen: when set, [B+1] i32 and M is the largest count; row m of b is
+   * packed row q_start[b] + m of o (o then [1, total, H, D]). */
+  cl_mem q_start;
+} clattn_merge_strided;
+
+clattn_status clattn_merge_strided_enqueue(clattn_context *ctx, cl_command_queue queue,
+                                           const clattn_merge_strided *m, cl_uint num_wait,
+                                           const cl_event *wait, cl_event *event);
+
+/* ------------------------------------------------------------------ variants */
+
+/* Every (kernel file, options) variant a family can build, for the offline
+ * AMD compile test: each option value of each axis appears at least once.
+ * Options are those the family passes to clattn_kernel_get (feature macros
+ * are added by the test). */
+typedef void (*clattn_variant_fn)(void *priv, const char *file, const char *options);
+void clattn_decode_variants(clattn_variant_fn fn, void *priv);
+void clattn_merge_variants(clattn_variant_fn fn, void *priv);
+
+#endif /* CLATTN_INTERNAL_H */

@@ -1,0 +1,437 @@
+/* Split-K decode attention (cl/decode.cl): validation, planning (variant,
+ * rows per group, split count, workspace) and launch. The planner that sizes
+ * the workspace is the code that launches. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct plan {
+  int B, Mq, Hq, Hkv, D, G;
+  int rows, RB, nrb; /* query rows per KV head, rows per group, row blocks */
+  int WG, S, chunk;
+  int kv_cap;        /* keys a sequence can hold */
+  int page_size, num_pages, max_pages;
+  int kv_q, kv_groups, fnuz; /* quantized K/V: 0 none, 1 int4, 2 fp8 */
+  bool paged, varlen, causal, bias, aligned;
+  clattn_dtype qdt, kvdt, odt;
+  size_t part_o_elems, lse_offset_bytes, ws_bytes;
+} plan;
+
+static int pow2_at_least(int x) {
+  int p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+
+static int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Width in elements (words for packed dtypes) of one K/V row. */
+static int64_t row_width(const plan *pl) {
+  if (pl->kv_q == 1) return pl->kv_groups + pl->D / 8;
+  if (pl->kv_q == 2) return pl->D / 4;
+  return pl->D;
+}
+
+static bool aligned16(const clattn_tensor *t) {
+  size_t es = clattn_dtype_size(t->dtype);
+  if (t->offset % 16) return false;
+  for (int i = 0; i < 3; i++)
+    if ((t->stride[i] * es) % 16) return false;
+  return true;
+}
+
+static clattn_status check_kv(const clattn_tensor *t, const char *name, const plan *pl,
+                              const clattn_tensor *k) {
+  const unsigned kv_dtypes = CLATTN_FLOAT_DTYPES | CLATTN_DT(CLATTN_INT4) | CLATTN_DT(CLATTN_FP8) |
+                             CLATTN_DT(CLATTN_FP8_FNUZ);
+  CLATTN_TRY(clattn_check_tensor(t, name, 4, kv_dtypes));
+  if (t != k) {
+    if (t->dtype != k->dtype)
+      return clattn_fail(CLATTN_INVALID_ARGUMENT, "%s.dtype (%s) differs from k.dtype (%s)", name,
+                         clattn_dtype_name(t->dtype), clattn_dtype_name(k->dtype));
+    for (int i = 0; i < 4; i++) CLATTN_TRY(clattn_check_dim(t, name, i, k->shape[i], "k's shape"));
+  }
+  CLATTN_TRY(clattn_check_dim(t, name, 3, row_width(pl),
+                              pl->kv_q == 1   ? "int4 row: kv_groups + D/8 words"
+                              : pl->kv_q == 2 ? "fp8 row: D/4 words"
+                                              : "head dim D of q"));
+  if (t->stride[3] != 1)
+    return clattn_fail(CLATTN_UNSUPPORTED, "%s.stride[3] is %lld: the head dim must be contiguous",
+                       name, (long long)t->stride[3]);
+  return CLATTN_SUCCESS;
+}
+
+static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
+  memset(pl, 0, sizeof *pl);
+  if (!p) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
+  pl->varlen = clattn_present(&p->maybe_q_start);
+  pl->paged = clattn_present(&p->maybe_block_table);
+  pl->causal = p->causal != 0;
+  pl->bias = clattn_present(&p->maybe_bias);
+
+  CLATTN_TRY(clattn_check_tensor(&p->q, "q", 4, CLATTN_FLOAT_DTYPES));
+  pl->qdt = p->q.dtype;
+  pl->Hq = (int)p->q.shape[2];
+  pl->D = (int)p->q.shape[3];
+  if (pl->D % 8 || pl->D < 8 || pl->D > 256)
+    return clattn_fail(CLATTN_UNSUPPORTED,
+                       "q.shape[3]: head dim D = %d is not supported (a multiple of 8 up to 256)",
+                       pl->D);
+  if (pl->varlen) {
+    CLATTN_TRY(clattn_check_dim(&p->q, "q", 0, 1, "varlen q is [1, total_q, Hq, D]"));
+    if (p->batch <= 0)
+      return clattn_fail(CLATTN_INVALID_ARGUMENT, "batch is %d: varlen decode needs batch > 0",
+                         p->batch);
+    pl->B = p->batch;
+    if (p->max_q_len < 0 || p->max_q_len > p->q.shape[1])
+      return clattn_fail(CLATTN_INVALID_ARGUMENT, "max_q_len (%d) is outside [0, total_q = %lld]",
+                         p->max_q_len, (long long)p->q.shape[1]);
+    pl->Mq = p->max_q_len ? p->max_q_len : (int)p->q.shape[1];
+    CLATTN_TRY(clattn_check_tensor(&p->maybe_q_start, "maybe_q_start", 1, CLATTN_DT(CLATTN_I32)));
+    CLATTN_TRY(clattn_check_dim(&p->maybe_q_start, "maybe_q_start", 0, pl->B + 1, "batch + 1"));
+  } else {
+    pl->B = (int)p->q.shape[0];
+    pl->Mq = (int)p->q.shape[1];
+    if (p->batch && p->batch != pl->B)
+      return clattn_fail(CLATTN_INVALID_SHAPE, "batch (%d) differs from q.shape[0] (%d)", p->batch,
+                         pl->B);
+  }
+
+  /* K/V dtype decides the row format */
+  if (!p->k.buf) return clattn_fail(CLATTN_INVALID_ARGUMENT, "k.buf is NULL");
+  pl->kvdt = p->k.dtype;
+  pl->kv_q = p->k.dtype == CLATTN_INT4 ? 1 : (p->k.dtype == CLATTN_FP8 || p->k.dtype == CLATTN_FP8_FNUZ) ? 2 : 0;
+  pl->fnuz = p->k.dtype == CLATTN_FP8_FNUZ;
+  pl->kv_groups = p->kv_groups ? p->kv_groups : 1;
+  if (pl->kv_q == 1 && pl->kv_groups != 1 && pl->kv_groups != 2 && pl->kv_groups != 4 &&
+      pl->kv_groups != 8)
+    return clattn_fail(CLATTN_INVALID_ARGUMENT, "kv_groups is %d: int4 rows have 1, 2, 4 or 8 groups",
+                       p->kv_groups);
+  if (pl->kv_q == 1 && pl->D % (8 * pl->kv_groups))
+    return clattn_fail(CLATTN_INVALID_SHAPE,
+                       "head dim D = %d is not a multiple of 8 * kv_groups (%d) for int4 K/V", pl->D,
+                       pl->kv_groups);
+  CLATTN_TRY(check_kv(&p->k, "k", pl, &p->k));
+  CLATTN_TRY(check_kv(&p->v, "v", pl, &p->k));
+  pl->Hkv = (int)p->k.shape[2];
+  if (pl->Hkv == 0 || pl->Hq % pl->Hkv)
+    return clattn_fail(CLATTN_INVALID_SHAPE,
+                       "q.shape[2] (Hq = %d) is not a multiple of k.shape[2] (Hkv = %d)", pl->Hq,
+                       pl->Hkv);
+  pl->G = pl->Hq / pl->Hkv;
+
+  if (pl->paged) {
+    const clattn_tensor *bt = &p->maybe_block_table;
+    CLATTN_TRY(clattn_check_tensor(bt, "maybe_block_table", 2, CLATTN_DT(CLATTN_I32)));
+    CLATTN_TRY(clattn_check_dim(bt, "maybe_block_table", 0, pl->B, "batch B"));
+    if (bt->stride[1] != 1 && bt->shape[1] > 1)
+      return clattn_fail(CLATTN_UNSUPPORTED, "maybe_block_table.stride[1] must be 1");
+    pl->num_pages = (int)p->k.shape[0];
+    pl->page_size = (int)p->k.shape[1];
+    pl->max_pages = (int)bt->shape[1];
+    if (pl->page_size < 1)
+      return clattn_fail(CLATTN_INVALID_SHAPE, "k.shape[1] (page_size) is 0");
+    if ((int64_t)pl->max_pages * pl->page_size > INT32_MAX)
+      return clattn_fail(CLATTN_INVALID_SHAPE, "max_pages * page_size exceeds 2^31 keys");
+    pl->kv_cap = pl->max_pages * pl->page_size;
+  } else {
+    CLATTN_TRY(clattn_check_dim(&p->k, "k", 0, pl->B, "batch B"));
+    if (p->k.shape[1] > INT32_MAX)
+      return clattn_fail(CLATTN_INVALID_SHAPE, "k.shape[1] exceeds 2^31 keys");
+    pl->kv_cap = (int)p->k.shape[1];
+  }
+  if (pl->kv_q == 2) {
+    const clattn_tensor *ss[2] = {&p->maybe_k_scale_shift, &p->maybe_v_scale_shift};
+    const char *names[2] = {"maybe_k_scale_shift", "maybe_v_scale_shift"};
+    for (int i = 0; i < 2; i++) {
+      if (!clattn_present(ss[i]))
+        return clattn_fail(CLATTN_INVALID_ARGUMENT, "%s is required for fp8 K/V", names[i]);
+      CLATTN_TRY(clattn_check_tensor(ss[i], names[i], 3, CLATTN_DT(CLATTN_I32)));
+      for (int d = 0; d < 3; d++) CLATTN_TRY(clattn_check_dim(ss[i], names[i], d, p->k.shape[d], "k's rows"));
+    }
+  }
+
+  /* outputs and optional inputs */
+  CLATTN_TRY(clattn_check_tensor(&p->o, "o", 4, CLATTN_FLOAT_DTYPES));
+  for (int i = 0; i < 4; i++) CLATTN_TRY(clattn_check_dim(&p->o, "o", i, p->q.shape[i], "q's shape"));
+  pl->odt = p->o.dtype;
+  if (clattn_present(&p->maybe_lse)) {
+    const clattn_tensor *l = &p->maybe_lse;
+    CLATTN_TRY(clattn_check_tensor(l, "maybe_lse", 3, CLATTN_DT(CLATTN_F32)));
+    CLATTN_TRY(clattn_check_dim(l, "maybe_lse", 0, pl->varlen ? 1 : pl->B, "batch B (1 if varlen)"));
+    CLATTN_TRY(clattn_check_dim(l, "maybe_lse", 1, pl->Hq, "Hq"));
+    CLATTN_TRY(clattn_check_dim(l, "maybe_lse", 2, p->q.shape[1], "q.shape[1]"));
+  }
+  if (clattn_present(&p->maybe_kv_len)) {
+    CLATTN_TRY(clattn_check_tensor(&p->maybe_kv_len, "maybe_kv_len", 1, CLATTN_DT(CLATTN_I32)));
+    CLATTN_TRY(clattn_check_dim(&p->maybe_kv_len, "maybe_kv_len", 0, pl->B, "batch B"));
+  }
+  if (pl->bias) {
+    const clattn_tensor *t = &p->maybe_bias;
+    CLATTN_TRY(clattn_check_tensor(t, "maybe_bias", 4, CLATTN_DT(CLATTN_F32)));
+    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 0, pl->B, "batch B"));
+    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 1, pl->Hq, "Hq"));
+    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 2, pl->Mq, "Mq (max_q_len if varlen)"));
+    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 3, pl->kv_cap, "keys per sequence"));
+  }
+  if (clattn_present(&p->maybe_error_flag))
+    CLATTN_TRY(clattn_check_tensor(&p->maybe_error_flag, "maybe_error_flag", 1, CLATTN_DT(CLATTN_I32)));
+  if (!(p->scale >= 0.0f) || isinf(p->scale))
+    return clattn_fail(CLATTN_INVALID_ARGUMENT, "scale (%g) must be finite and >= 0 (0: 1/sqrt(D))",
+                       (double)p->scale);
+  if (p->num_splits < 0)
+    return clattn_fail(CLATTN_INVALID_ARGUMENT, "num_splits is %d (0: auto)", p->num_splits);
+
+  /* float K/V rows that are 16-byte aligned get wide loads */
+  pl->aligned = pl->kv_q == 0 && aligned16(&p->k) && aligned16(&p->v);
+
+  /* rows per group and work-group size */
+  const clattn_tuning *t = &ctx->tuning;
+  pl->rows = pl->G * pl->Mq;
+  pl->RB = pl->rows < 1 ? 1 : pow2_at_least(pl->rows < 8 ? pl->rows : 8);
+  pl->nrb = (int)div_up(pl->rows > 0 ? pl->rows : 1, pl->RB);
+  pl->WG = t->decode_wg;
+  while (pl->WG < pl->D / 8) pl->WG *= 2; /* one row of chunks must fit */
+  if ((size_t)pl->WG > ctx->profile.max_work_group_size)
+    return clattn_fail(CLATTN_UNSUPPORTED, "decode needs %d work-items per group; the device allows %zu",
+                       pl->WG, ctx->profile.max_work_group_size);
+
+  /* split count: fill the compute units unless fixed */
+  const int64_t groups = (int64_t)pl->B * pl->Hkv * pl->nrb;
+  if (p->num_splits > 0) {
+    pl->S = p->num_splits;
+    pl->chunk = (int)div_up(pl->kv_cap > 0 ? pl->kv_cap : 1, pl->S);
+  } else {
+    int64_t target = (int64_t)ctx->profile.compute_units * t->decode_splits_per_cu;
+    int64_t s = div_up(target, groups > 0 ? groups : 1);
+    int64_t by_len = div_up(pl->kv_cap, t->decode_min_keys_per_split);
+    if (s > by_len) s = by_len;
+    if (s > t->decode_max_splits) s = t->decode_max_splits;
+    if (s < 1) s = 1;
+    int64_t chunk = div_up(div_up(pl->kv_cap > 0 ? pl->kv_cap : 1, s), pl->WG) * pl->WG;
+    pl->chunk = (int)chunk;
+    pl->S = (int)div_up(pl->kv_cap > 0 ? pl->kv_cap : 1, chunk);
+  }
+  if (pl->S > 1) {
+    pl->part_o_elems = (size_t)pl->S * pl->B * pl->Mq * pl->Hq * pl->D;
+    pl->lse_offset_bytes = (pl->part_o_elems * 4 + 255) / 256 * 256;
+    pl->ws_bytes = pl->lse_offset_bytes + (size_t)pl->S * pl->B * pl->Hq * pl->Mq * 4;
+  }
+  return CLATTN_SUCCESS;
+}
+
+static void decode_options(const plan *pl, bool split, char *buf, size_t size) {
+  snprintf(buf, size,
+           "-DQ_DT=%s -DKV_DT=%s -DO_DT=%s -DD=%d -DWG=%d -DRB=%d -DKV_Q=%d -DKV_GROUPS=%d "
+           "-DFP8_FNUZ=%d -DALIGNED=%d -DPAGED=%d -DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DSPLIT=%d",
+           clattn_dtype_cl(pl->qdt), clattn_dtype_cl(pl->kv_q ? CLATTN_F32 : pl->kvdt),
+           clattn_dtype_cl(pl->odt), pl->D, pl->WG, pl->RB, pl->kv_q, pl->kv_groups, pl->fnuz,
+           pl->aligned, pl->paged, pl->varlen, pl->causal, pl->bias, split);
+}
+
+clattn_status clattn_decode_workspace_size(clattn_context *ctx, const clattn_decode_params *params,
+                                           size_t *bytes, int *num_splits) {
+  clattn_clear_error();
+  if (!ctx) return clattn_fail(CLATTN_INVALID_ARGUMENT, "ctx is NULL");
+  plan pl;
+  CLATTN_TRY(plan_decode(ctx, params, &pl));
+  if (bytes) *bytes = pl.ws_bytes;
+  if (num_splits) *num_splits = pl.S;
+  return CLATTN_SUCCESS;
+}
+
+/* Arguments of one (q, ...) tensor view: buffer, element offset, strides. */
+static void arg_view(clattn_args *a, const clattn_tensor *t, int n) {
+  clattn_arg_tensor(a, t);
+  for (int i = 0; i < n; i++) clattn_arg_long(a, clattn_present(t) ? t->stride[i] : 0);
+}
+
+clattn_status clattn_decode(clattn_context *ctx, cl_command_queue queue,
+                            const clattn_decode_params *p, cl_uint num_wait,
+                            const cl_event *wait_list, cl_event *event) {
+  clattn_clear_error();
+  CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
+  plan pl;
+  CLATTN_TRY(plan_decode(ctx, p, &pl));
+  const bool split = pl.S > 1;
+
+  cl_mem ws = NULL;
+  bool own_ws = false;
+  if (split) {
+    if (clattn_present(&p->maybe_workspace)) {
+      CLATTN_TRY(clattn_check_tensor(&p->maybe_workspace, "maybe_workspace", 1, CLATTN_DT(CLATTN_F32)));
+      if (p->maybe_workspace.offset != 0 || (size_t)p->maybe_workspace.shape[0] * 4 < pl.ws_bytes)
+        return clattn_fail(CLATTN_OUT_OF_BOUNDS,
+                           "maybe_workspace holds %lld floats at offset %zu; decode needs %zu bytes "
+                           "at offset 0 (clattn_decode_workspace_size)",
+                           (long long)p->maybe_workspace.shape[0], p->maybe_workspace.offset,
+                           pl.ws_bytes);
+      ws = p->maybe_workspace.buf;
+    } else {
+      CLATTN_TRY(clattn_temp_buffer(ctx, pl.ws_bytes, &ws));
+      own_ws = true;
+    }
+  }
+
+  char opts[512];
+  decode_options(&pl, split, opts, sizeof opts);
+  static const char *name = "clattn_decode_partial";
+  cl_kernel k = NULL;
+  clattn_status s = clattn_kernel_get(ctx, "decode.cl", opts, name, &k);
+  if (s != CLATTN_SUCCESS) {
+    if (own_ws) clReleaseMemObject(ws);
+    return s;
+  }
+
+  const float scale = p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)pl.D);
+  clattn_tensor none;
+  memset(&none, 0, sizeof none);
+  clattn_args a = clattn_args_begin(k);
+  arg_view(&a, &p->q, 4);
+  arg_view(&a, &p->k, 3);
+  arg_view(&a, &p->v, 3);
+  arg_view(&a, pl.kv_q == 2 ? &p->maybe_k_scale_shift : &none, 3);
+  arg_view(&a, pl.kv_q == 2 ? &p->maybe_v_scale_shift : &none, 3);
+  clattn_arg_mem(&a, p->maybe_kv_len.buf);
+  clattn_arg_int(&a, pl.kv_cap);
+  arg_view(&a, &p->maybe_bias, 4);
+  clattn_arg_mem(&a, p->maybe_block_table.buf);
+  clattn_arg_long(&a, pl.paged ? p->maybe_block_table.stride[0] : 0);
+  clattn_arg_int(&a, pl.max_pages);
+  clattn_arg_int(&a, pl.page_size);
+  clattn_arg_int(&a, pl.num_pages);
+  clattn_arg_mem(&a, p->maybe_q_start.buf);
+  if (split) {
+    /* partials: o [S, B, Mq, Hq, D], lse [S, B, Hq, Mq], f32 */
+    const int64_t Mq = pl.Mq, Hq = pl.Hq, D = pl.D;
+    clattn_arg_mem(&a, ws);
+    clattn_arg_long(&a, 0);
+    clattn_arg_long(&a, Mq * Hq * D);
+    clattn_arg_long(&a, Hq * D);
+    clattn_arg_long(&a, D);
+    clattn_arg_long(&a, 1);
+    clattn_arg_long(&a, (int64_t)pl.B * Mq * Hq * D);
+    clattn_arg_mem(&a, ws);
+    clattn_arg_long(&a, (int64_t)(pl.lse_offset_bytes / 4));
+    clattn_arg_long(&a, Hq * Mq);
+    clattn_arg_long(&a, Mq);
+    clattn_arg_long(&a, 1);
+    clattn_arg_long(&a, (int64_t)pl.B * Hq * Mq);
+  } else {
+    arg_view(&a, &p->o, 4);
+    clattn_arg_long(&a, 0);
+    arg_view(&a, &p->maybe_lse, 3);
+    clattn_arg_long(&a, 0);
+  }
+  clattn_arg_mem(&a, clattn_present(&p->maybe_error_flag) ? p->maybe_error_flag.buf : ctx->scratch);
+  clattn_arg_int(&a, pl.Mq);
+  clattn_arg_int(&a, pl.Hq);
+  clattn_arg_int(&a, pl.Hkv);
+  clattn_arg_int(&a, pl.chunk);
+  clattn_arg_float(&a, scale);
+  s = clattn_args_end(&a, name);
+
+  cl_event partial_done = NULL;
+  if (s == CLATTN_SUCCESS) {
+    size_t local[3] = {(size_t)pl.WG, 1, 1};
+    size_t global[3] = {(size_t)pl.WG * pl.S, (size_t)pl.Hkv * pl.nrb, (size_t)pl.B};
+    s = clattn_launch(ctx, queue, k, name, 3, global, local, num_wait, wait_list,
+                      split ? &partial_done : event);
+  }
+  clReleaseKernel(k);
+
+  if (s == CLATTN_SUCCESS && split) {
+    const int64_t Mq = pl.Mq, Hq = pl.Hq, D = pl.D;
+    clattn_merge_strided m = {
+        .part_o = ws,
+        .part_lse = ws,
+        .part_o_off = 0,
+        .part_lse_off = (int64_t)(pl.lse_offset_bytes / 4),
+        .part_o_split_stride = (int64_t)pl.B * Mq * Hq * D,
+        .part_lse_split_stride = (int64_t)pl.B * Hq * Mq,
+        .part_o_stride = {Mq * Hq * D, Hq * D, D, 1},
+        .part_lse_stride = {Hq * Mq, Mq, 1},
+        .n = pl.S,
+        .B = pl.B,
+        .M = pl.Mq,
+        .H = pl.Hq,
+        .D = pl.D,
+        .o = &p->o,
+        .lse = &p->maybe_lse,
+        .q_start = pl.varlen ? p->maybe_q_start.buf : NULL,
+    };
+    s = clattn_merge_strided_enqueue(ctx, queue, &m, partial_done ? 1 : 0,
+                                     partial_done ? &partial_done : NULL, event);
+  }
+  if (partial_done) clReleaseEvent(partial_done);
+  if (own_ws) clReleaseMemObject(ws); /* freed once the kernels using it finish */
+  return s;
+}
+
+/* ------------------------------------------------------------------ variants */
+
+void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
+  static const clattn_dtype fl[] = {CLATTN_F32, CLATTN_F16, CLATTN_BF16};
+  plan base;
+  memset(&base, 0, sizeof base);
+  base.qdt = base.kvdt = base.odt = CLATTN_F16;
+  base.D = 128;
+  base.WG = 128;
+  base.RB = 4;
+  base.kv_groups = 1;
+  char opts[512];
+#define EMIT(pl, split)                                                                      \
+  do {                                                                                       \
+    decode_options(&(pl), (split), opts, sizeof opts);                                        \
+    fn(priv, "decode.cl", opts);                                                             \
+  } while (0)
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++)
+      for (int al = 0; al < 2; al++) {
+        plan pl = base;
+        pl.qdt = pl.odt = fl[i];
+        pl.kvdt = fl[j];
+        pl.aligned = al;
+        EMIT(pl, i == j);
+      }
+  static const int dims[] = {8, 64, 80, 96, 128, 256};
+  static const int rbs[] = {1, 2, 8};
+  static const int wgs[] = {32, 64, 256};
+  for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+    plan pl = base;
+    pl.D = dims[i];
+    EMIT(pl, 1);
+  }
+  for (size_t i = 0; i < 3; i++) {
+    plan pl = base;
+    pl.RB = rbs[i];
+    pl.WG = wgs[i];
+    EMIT(pl, 0);
+  }
+  for (int flags = 1; flags < 16; flags++) {
+    plan pl = base;
+    pl.paged = flags & 1;
+    pl.varlen = (flags >> 1) & 1;
+    pl.causal = (flags >> 2) & 1;
+    pl.bias = (flags >> 3) & 1;
+    EMIT(pl, flags & 1);
+    EMIT(pl, !(flags & 1));
+  }
+  for (int g = 1; g <= 8; g *= 2) {
+    plan pl = base;
+    pl.kv_q = 1;
+    pl.kv_groups = g;
+    pl.paged = g == 2;
+    EMIT(pl, g & 1);
+  }
+  for (int fnuz = 0; fnuz < 2; fnuz++) {
+    plan pl = base;
+    pl.kv_q = 2;
+    pl.fnuz = fnuz;
+    pl.varlen = fnuz;
+    EMIT(pl, 1);
+  }
+#undef EMIT
+}

@@ -1,0 +1,249 @@
+/* Test helpers: fixture, dtype conversions, random data, buffers, checks. */
+#include "common.h"
+
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+fixture fx;
+
+int fixture_init(void) {
+  if (fx.ctx) return 0;
+  clattn_context_options opts = {0};
+  opts.cache_dir = getenv("CLATTN_CACHE_DIR"); /* NULL: default */
+  clattn_status s = clattn_context_create_default(&opts, &fx.ctx);
+  if (s != CLATTN_SUCCESS) {
+    fprintf(stderr, "fixture: no OpenCL device: %s: %s\n", clattn_status_string(s),
+            clattn_last_error());
+    return 1;
+  }
+  fx.cl = clattn_context_cl(fx.ctx);
+  fx.dev = clattn_context_device(fx.ctx);
+  cl_int err = CL_SUCCESS;
+  fx.queue = clCreateCommandQueue(fx.cl, fx.dev, CL_QUEUE_PROFILING_ENABLE, &err);
+  if (err != CL_SUCCESS) return 1;
+  clattn_device_profile p;
+  clattn_context_profile(fx.ctx, &p);
+  static int printed;
+  if (!printed++) fprintf(stderr, "device: %s (%s), arch %s\n", p.name, p.platform, p.arch);
+  return 0;
+}
+
+int fixture_cleanup(void) {
+  if (fx.queue) clReleaseCommandQueue(fx.queue);
+  fx.queue = NULL;
+  clattn_context_release(&fx.ctx);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- conversions */
+
+uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t abs = x & 0x7fffffffu;
+  if (abs > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+  if (abs >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to inf */
+  if (abs < 0x38800000u) {                                   /* subnormal or zero */
+    float a;
+    memcpy(&a, &abs, 4);
+    /* a * 2^24 rounded to nearest even integer is the subnormal code */
+    double v = (double)a * 16777216.0;
+    double r = nearbyint(v);
+    return (uint16_t)(sign | (uint32_t)r);
+  }
+  uint32_t mant = abs & 0x7fffffu;
+  int32_t exp = (int32_t)(abs >> 23) - 127 + 15;
+  uint32_t h = ((uint32_t)exp << 10) | (mant >> 13);
+  uint32_t rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++;
+  return (uint16_t)(sign | h);
+}
+
+float f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  float f;
+  if (exp == 0) {
+    f = ldexpf((float)mant, -24);
+    if (sign) f = -f;
+    return f;
+  }
+  uint32_t x;
+  if (exp == 31)
+    x = sign | 0x7f800000u | (mant << 13);
+  else
+    x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+uint16_t f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+
+float bf16_to_f32(uint16_t h) {
+  uint32_t x = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+double round_dtype(double x, clattn_dtype dt) {
+  switch (dt) {
+  case CLATTN_F16: return f16_to_f32(f32_to_f16((float)x));
+  case CLATTN_BF16: return bf16_to_f32(f32_to_bf16((float)x));
+  case CLATTN_F64: return x;
+  default: return (float)x;
+  }
+}
+
+/* ---------------------------------------------------------------- random (splitmix64) */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+void rng_seed(uint64_t seed) { rng_state = seed * 0x9e3779b97f4a7c15ull + 1; }
+uint64_t rng_u64(void) {
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+double rng_uniform(double lo, double hi) {
+  return lo + (hi - lo) * ((double)(rng_u64() >> 11) / 9007199254740992.0);
+}
+int rng_int(int lo, int hi) { return lo + (int)(rng_u64() % (uint64_t)(hi - lo + 1)); }
+double rng_normal(void) {
+  double u = rng_uniform(1e-12, 1.0), v = rng_uniform(0.0, 1.0);
+  return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+/* ---------------------------------------------------------------- buffers */
+
+void host_pack(const double *src, size_t n, clattn_dtype dt, void *dst) {
+  for (size_t i = 0; i < n; i++) {
+    switch (dt) {
+    case CLATTN_F16: ((uint16_t *)dst)[i] = f32_to_f16((float)src[i]); break;
+    case CLATTN_BF16: ((uint16_t *)dst)[i] = f32_to_bf16((float)src[i]); break;
+    case CLATTN_F64: ((double *)dst)[i] = src[i]; break;
+    case CLATTN_I32: ((int32_t *)dst)[i] = (int32_t)src[i]; break;
+    default: ((float *)dst)[i] = (float)src[i]; break;
+    }
+  }
+}
+
+void host_unpack(const void *src, size_t n, clattn_dtype dt, double *dst) {
+  for (size_t i = 0; i < n; i++) {
+    switch (dt) {
+    case CLATTN_F16: dst[i] = f16_to_f32(((const uint16_t *)src)[i]); break;
+    case CLATTN_BF16: dst[i] = bf16_to_f32(((const uint16_t *)src)[i]); break;
+    case CLATTN_F64: dst[i] = ((const double *)src)[i]; break;
+    case CLATTN_I32: dst[i] = ((const int32_t *)src)[i]; break;
+    default: dst[i] = ((const float *)src)[i]; break;
+    }
+  }
+}
+
+static cl_mem make_buf(size_t bytes, const void *host) {
+  cl_int err = CL_SUCCESS;
+  cl_mem m = clCreateBuffer(fx.cl, CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0),
+                            bytes ? bytes : 4, (void *)host, &err);
+  CU_ASSERT_EQUAL_FATAL(err, CL_SUCCESS);
+  return m;
+}
+
+cl_mem buf_from(const double *host, size_t n, clattn_dtype dt) {
+  size_t es = clattn_dtype_size(dt);
+  void *tmp = calloc(n ? n : 1, es);
+  host_pack(host, n, dt, tmp);
+  cl_mem m = make_buf(n * es, tmp);
+  free(tmp);
+  return m;
+}
+
+cl_mem buf_from_i32(const int32_t *host, size_t n) { return make_buf(n * 4, n ? host : NULL); }
+
+cl_mem buf_zeros(size_t bytes) {
+  void *z = calloc(bytes ? bytes : 4, 1);
+  cl_mem m = make_buf(bytes, z);
+  free(z);
+  return m;
+}
+
+cl_mem buf_poison(size_t bytes) {
+  void *z = malloc(bytes ? bytes : 4);
+  memset(z, 0xff, bytes ? bytes : 4);
+  cl_mem m = make_buf(bytes, z);
+  free(z);
+  return m;
+}
+
+void buf_read(cl_mem m, size_t off, size_t n, clattn_dtype dt, double *host) {
+  size_t es = clattn_dtype_size(dt);
+  void *tmp = malloc(n * es + 1);
+  cl_int err = clEnqueueReadBuffer(fx.queue, m, CL_TRUE, off * es, n * es, tmp, 0, NULL, NULL);
+  CU_ASSERT_EQUAL_FATAL(err, CL_SUCCESS);
+  host_unpack(tmp, n, dt, host);
+  free(tmp);
+}
+
+void buf_read_i32(cl_mem m, size_t n, int32_t *host) {
+  cl_int err = clEnqueueReadBuffer(fx.queue, m, CL_TRUE, 0, n * 4, host, 0, NULL, NULL);
+  CU_ASSERT_EQUAL_FATAL(err, CL_SUCCESS);
+}
+
+void buf_release(cl_mem *m) {
+  if (*m) clReleaseMemObject(*m);
+  *m = NULL;
+}
+
+void finish(void) { CU_ASSERT_EQUAL_FATAL(clFinish(fx.queue), CL_SUCCESS); }
+
+/* ---------------------------------------------------------------- checks */
+
+double tol_for(clattn_dtype dt) {
+  switch (dt) {
+  case CLATTN_F16: return 4.0 / 2048.0; /* a few f16 ulps (2^-11) */
+  case CLATTN_BF16: return 4.0 / 256.0; /* a few bf16 ulps (2^-8) */
+  case CLATTN_F64: return 1e-9;
+  default: return 2e-5; /* f32 accumulation over up to a few thousand terms */
+  }
+}
+
+double check_close(const char *label, const double *got, const double *want, size_t n, double atol,
+                   double rtol) {
+  double worst = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    double g = got[i], w = want[i];
+    bool ok;
+    if (isnan(w))
+      ok = isnan(g);
+    else if (isinf(w))
+      ok = g == w;
+    else
+      ok = isfinite(g) && fabs(g - w) <= atol + rtol * fabs(w);
+    double err = (isnan(w) || isinf(w)) ? (ok ? 0.0 : INFINITY) : fabs(g - w);
+    if (!isfinite(g) && !(isnan(w) || isinf(w))) err = INFINITY;
+    if (err > worst) worst = err;
+    if (!ok) {
+      fprintf(stderr, "  %s: element %zu: got %.9g, want %.9g (atol %.3g, rtol %.3g)\n", label, i,
+              g, w, atol, rtol);
+      CU_FAIL("values differ from the reference");
+      return INFINITY;
+    }
+  }
+  return worst;
+}
+
+int run_suites(void) {
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}

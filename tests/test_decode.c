@@ -1,0 +1,356 @@
+/* Decode attention against the double-precision reference: dtypes, head
+ * dims, GQA/MQA, lengths, splits, causal, bias, lse, strided views, paged
+ * caches, varlen queries, and the error paths. */
+#include "common.h"
+#include "internal.h"
+#include "ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct dcase {
+  int B, Mq, Hq, Hkv, D, Nkv;
+  clattn_dtype qdt, kvdt, odt;
+  int splits;            /* 0 auto */
+  int causal, bias, lse;
+  int bhsd;              /* K/V stored [B, Hkv, N, D] and viewed through strides */
+  int pad;               /* extra elements before each tensor (non-zero offsets) */
+  const int32_t *kv_len; /* NULL: all Nkv */
+  int page_size;         /* > 0: paged cache with a shuffled block table */
+  int share_pages;       /* paged: sequences share their first pages (prefix sharing) */
+  const int32_t *q_counts; /* varlen: queries per sequence (NULL: dense Mq) */
+} dcase;
+
+/* Random values of a dtype's range, rounded so host and device see the same numbers. */
+static double *rand_tensor(size_t n, clattn_dtype dt, double scale) {
+  double *x = malloc(sizeof(double) * (n ? n : 1));
+  for (size_t i = 0; i < n; i++) x[i] = round_dtype(scale * rng_normal(), dt);
+  return x;
+}
+
+static void run_case(const dcase *c) {
+  char name[256];
+  CASE_NAME(name, "decode B=%d Mq=%d Hq=%d Hkv=%d D=%d N=%d q=%s kv=%s o=%s split=%d%s%s%s%s%s page=%d%s",
+            c->B, c->Mq, c->Hq, c->Hkv, c->D, c->Nkv, clattn_dtype_name(c->qdt),
+            clattn_dtype_name(c->kvdt), clattn_dtype_name(c->odt), c->splits,
+            c->causal ? " causal" : "", c->bias ? " bias" : "", c->lse ? " lse" : "",
+            c->bhsd ? " bhsd" : "", c->kv_len ? " kvlen" : "", c->page_size,
+            c->q_counts ? " varlen" : "");
+  const int B = c->B, Hq = c->Hq, Hkv = c->Hkv, D = c->D, N = c->Nkv;
+  const bool varlen = c->q_counts != NULL;
+  int32_t *q_start = calloc((size_t)B + 1, sizeof *q_start);
+  int Mq = c->Mq;
+  if (varlen) {
+    Mq = 0;
+    for (int b = 0; b < B; b++) {
+      q_start[b + 1] = q_start[b] + c->q_counts[b];
+      if (c->q_counts[b] > Mq) Mq = c->q_counts[b];
+    }
+  }
+  const int total_q = varlen ? q_start[B] : B * c->Mq;
+  const size_t nq = (size_t)total_q * Hq * D, nkv = (size_t)B * N * Hkv * D;
+  double *q = rand_tensor(nq, c->qdt, 1.0);
+  double *k = rand_tensor(nkv, c->kvdt, 1.0);
+  double *v = rand_tensor(nkv, c->kvdt, 1.0);
+  double *bias = NULL;
+  if (c->bias) bias = rand_tensor((size_t)B * Hq * Mq * N, CLATTN_F32, 2.0);
+  /* some bias entries -inf: masked keys */
+  if (bias)
+    for (size_t i = 0; i < (size_t)B * Hq * Mq * N; i += 7) bias[i] = -INFINITY;
+
+  /* reference */
+  double *o_ref = calloc(nq ? nq : 1, sizeof(double));
+  double *lse_ref = calloc((size_t)B * Hq * (Mq ? Mq : 1) + (size_t)Hq * total_q + 1, sizeof(double));
+  ref_decode_args ra = {B, Mq, Hq, Hkv, D, N, q, k, v, bias, c->kv_len, varlen ? q_start : NULL,
+                        1.0 / sqrt((double)D), c->causal, o_ref, lse_ref};
+  if (!varlen) ra.Mq = c->Mq;
+  ref_decode(&ra);
+
+  /* device tensors */
+  const int pad = c->pad;
+  clattn_decode_params p;
+  memset(&p, 0, sizeof p);
+  {
+    double *tmp = calloc(nq + pad, sizeof(double));
+    memcpy(tmp + pad, q, nq * sizeof(double));
+    cl_mem m = buf_from(tmp, nq + pad, c->qdt);
+    free(tmp);
+    p.q = clattn_tensor_4d(m, pad * clattn_dtype_size(c->qdt), c->qdt, varlen ? 1 : B,
+                           varlen ? total_q : c->Mq, Hq, D);
+  }
+  /* K/V: dense BSHD, dense BHSD through strides, or paged */
+  int num_pages = 0, max_pages = 0;
+  int32_t *table = NULL;
+  for (int which = 0; which < 2; which++) {
+    const double *src = which ? v : k;
+    clattn_tensor t;
+    if (c->page_size > 0) {
+      const int ps = c->page_size;
+      max_pages = (N + ps - 1) / ps;
+      if (max_pages == 0) max_pages = 1;
+      /* page ids: shuffled; with share_pages all sequences share logical page 0
+       * (their first page_size keys are made equal below). */
+      if (!table) {
+        num_pages = B * max_pages + 3;
+        table = malloc(sizeof(int32_t) * B * max_pages);
+        int *perm = malloc(sizeof(int) * num_pages);
+        for (int i = 0; i < num_pages; i++) perm[i] = i;
+        for (int i = num_pages - 1; i > 0; i--) {
+          int j = rng_int(0, i), t2 = perm[i];
+          perm[i] = perm[j];
+          perm[j] = t2;
+        }
+        for (int b = 0; b < B; b++)
+          for (int lp = 0; lp < max_pages; lp++)
+            table[b * max_pages + lp] = (c->share_pages && lp == 0) ? perm[0] : perm[b * max_pages + lp];
+        free(perm);
+      }
+      double *pages = calloc((size_t)num_pages * ps * Hkv * D, sizeof(double));
+      for (int b = 0; b < B; b++)
+        for (int j = 0; j < N; j++) {
+          int page = table[b * max_pages + j / ps];
+          /* shared page: sequence 0's keys win; the reference uses the same values below */
+          if (c->share_pages && j < ps && b > 0) continue;
+          memcpy(pages + (((size_t)page * ps + j % ps) * Hkv) * D,
+                 src + (((size_t)b * N + j) * Hkv) * D, sizeof(double) * Hkv * D);
+        }
+      cl_mem m = buf_from(pages, (size_t)num_pages * ps * Hkv * D, c->kvdt);
+      free(pages);
+      t = clattn_tensor_4d(m, 0, c->kvdt, num_pages, ps, Hkv, D);
+    } else if (c->bhsd) {
+      size_t n = nkv + pad;
+      double *tmp = calloc(n, sizeof(double));
+      for (int b = 0; b < B; b++)
+        for (int j = 0; j < N; j++)
+          for (int h = 0; h < Hkv; h++)
+            memcpy(tmp + pad + (((size_t)b * Hkv + h) * N + j) * D,
+                   src + (((size_t)b * N + j) * Hkv + h) * D, sizeof(double) * D);
+      cl_mem m = buf_from(tmp, n, c->kvdt);
+      free(tmp);
+      t = clattn_tensor_4d(m, pad * clattn_dtype_size(c->kvdt), c->kvdt, B, N, Hkv, D);
+      t.stride[0] = (int64_t)Hkv * N * D;
+      t.stride[1] = D;
+      t.stride[2] = (int64_t)N * D;
+    } else {
+      double *tmp = calloc(nkv + pad, sizeof(double));
+      memcpy(tmp + pad, src, nkv * sizeof(double));
+      cl_mem m = buf_from(tmp, nkv + pad, c->kvdt);
+      free(tmp);
+      t = clattn_tensor_4d(m, pad * clattn_dtype_size(c->kvdt), c->kvdt, B, N, Hkv, D);
+    }
+    if (which)
+      p.v = t;
+    else
+      p.k = t;
+  }
+  if (c->page_size > 0 && c->share_pages) {
+    /* the reference must see sequence 0's first page in every sequence */
+    for (int b = 1; b < B; b++)
+      for (int j = 0; j < N && j < c->page_size; j++) {
+        memcpy(k + (((size_t)b * N + j) * Hkv) * D, k + ((size_t)j * Hkv) * D, sizeof(double) * Hkv * D);
+        memcpy(v + (((size_t)b * N + j) * Hkv) * D, v + ((size_t)j * Hkv) * D, sizeof(double) * Hkv * D);
+      }
+    ref_decode(&ra);
+  }
+  cl_mem table_m = NULL, kvlen_m = NULL, qs_m = NULL, bias_m = NULL, lse_m = NULL, flag_m = NULL;
+  if (table) {
+    table_m = buf_from_i32(table, (size_t)B * max_pages);
+    p.maybe_block_table = clattn_tensor_2d(table_m, 0, CLATTN_I32, B, max_pages);
+  }
+  if (c->kv_len) {
+    kvlen_m = buf_from_i32(c->kv_len, B);
+    p.maybe_kv_len = clattn_tensor_1d(kvlen_m, 0, CLATTN_I32, B);
+  }
+  if (varlen) {
+    qs_m = buf_from_i32(q_start, (size_t)B + 1);
+    p.maybe_q_start = clattn_tensor_1d(qs_m, 0, CLATTN_I32, B + 1);
+    p.batch = B;
+    p.max_q_len = Mq;
+  }
+  if (bias) {
+    bias_m = buf_from(bias, (size_t)B * Hq * Mq * N, CLATTN_F32);
+    p.maybe_bias = clattn_tensor_4d(bias_m, 0, CLATTN_F32, B, Hq, Mq, N);
+  }
+  const size_t nlse = varlen ? (size_t)Hq * total_q : (size_t)B * Hq * c->Mq;
+  if (c->lse) {
+    lse_m = buf_poison(nlse * 4);
+    p.maybe_lse = varlen ? clattn_tensor_3d(lse_m, 0, CLATTN_F32, 1, Hq, total_q)
+                         : clattn_tensor_3d(lse_m, 0, CLATTN_F32, B, Hq, c->Mq);
+  }
+  flag_m = buf_zeros(4);
+  p.maybe_error_flag = clattn_tensor_1d(flag_m, 0, CLATTN_I32, 1);
+  cl_mem o_m = buf_poison((nq + pad) * clattn_dtype_size(c->odt));
+  p.o = p.q;
+  p.o.buf = o_m;
+  p.o.dtype = c->odt;
+  p.o.offset = pad * clattn_dtype_size(c->odt);
+  p.causal = c->causal;
+  p.num_splits = c->splits;
+
+  cl_event ev = NULL;
+  CHECK_OK(clattn_decode(fx.ctx, fx.queue, &p, 0, NULL, &ev));
+  CU_ASSERT_EQUAL(clWaitForEvents(1, &ev), CL_SUCCESS);
+  clReleaseEvent(ev);
+
+  double *o = malloc(sizeof(double) * (nq ? nq : 1));
+  buf_read(o_m, pad, nq, c->odt, o);
+  /* The output is a convex combination of V rows (|o| <~ max|v|): errors come
+   * from rounding q.k in f32, and from the output's own storage rounding. */
+  double tol = tol_for(c->odt) + tol_for(c->kvdt) * 0.25 + 1e-4;
+  double err = check_close(name, o, o_ref, nq, tol, tol);
+  if (c->lse) {
+    double *lse = malloc(sizeof(double) * nlse);
+    buf_read(lse_m, 0, nlse, CLATTN_F32, lse);
+    /* lse is stored in f32: f32 rounding of the scores and of the log */
+    check_close(name, lse, lse_ref, nlse, 2e-4, 2e-5);
+    free(lse);
+  }
+  int32_t flag = -1;
+  buf_read_i32(flag_m, 1, &flag);
+  CU_ASSERT_EQUAL(flag, 0);
+  if (getenv("CLATTN_TEST_VERBOSE")) fprintf(stderr, "  %s: max err %.3g\n", name, err);
+
+  buf_release(&o_m);
+  buf_release(&p.q.buf);
+  buf_release(&p.k.buf);
+  buf_release(&p.v.buf);
+  buf_release(&table_m);
+  buf_release(&kvlen_m);
+  buf_release(&qs_m);
+  buf_release(&bias_m);
+  buf_release(&lse_m);
+  buf_release(&flag_m);
+  free(table);
+  free(q);
+  free(k);
+  free(v);
+  free(bias);
+  free(o);
+  free(o_ref);
+  free(lse_ref);
+  free(q_start);
+}
+
+static dcase base(void) {
+  dcase c;
+  memset(&c, 0, sizeof c);
+  c.B = 2;
+  c.Mq = 1;
+  c.Hq = 8;
+  c.Hkv = 2;
+  c.D = 64;
+  c.Nkv = 77;
+  c.qdt = c.kvdt = c.odt = CLATTN_F32;
+  c.lse = 1;
+  return c;
+}
+
+static void test_dtypes(void) {
+  static const clattn_dtype dts[] = {CLATTN_F32, CLATTN_F16, CLATTN_BF16};
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) {
+      dcase c = base();
+      c.qdt = c.odt = dts[i];
+      c.kvdt = dts[j];
+      run_case(&c);
+    }
+}
+
+static void test_head_dims(void) {
+  static const int dims[] = {8, 64, 80, 128, 256};
+  for (int i = 0; i < 5; i++) {
+    dcase c = base();
+    c.D = dims[i];
+    c.qdt = c.kvdt = c.odt = CLATTN_F16;
+    run_case(&c);
+  }
+}
+
+static void test_heads(void) {
+  static const int hq[] = {1, 4, 8, 8, 12}, hkv[] = {1, 1, 8, 2, 1};
+  for (int i = 0; i < 5; i++) {
+    dcase c = base();
+    c.Hq = hq[i];
+    c.Hkv = hkv[i];
+    run_case(&c);
+  }
+}
+
+static void test_lengths(void) {
+  static const int32_t lens[] = {0, 1, 7, 1000};
+  dcase c = base();
+  c.B = 4;
+  c.Nkv = 1000;
+  c.kv_len = lens;
+  run_case(&c);
+  static const int32_t lens2[] = {333, 0};
+  c = base();
+  c.Nkv = 333;
+  c.kv_len = lens2;
+  c.causal = 1;
+  c.Mq = 2;
+  run_case(&c);
+}
+
+static void test_splits(void) {
+  static const int splits[] = {1, 0, 3, 16, 200};
+  for (int i = 0; i < 5; i++) {
+    dcase c = base();
+    c.Nkv = 300;
+    c.splits = splits[i];
+    run_case(&c);
+  }
+}
+
+static void test_causal(void) {
+  for (int mq = 1; mq <= 4; mq *= 2) {
+    dcase c = base();
+    c.Mq = mq;
+    c.causal = 1;
+    c.splits = mq == 2 ? 4 : 0;
+    run_case(&c);
+  }
+}
+
+static void test_bias(void) {
+  dcase c = base();
+  c.bias = 1;
+  c.Mq = 2;
+  c.causal = 1;
+  run_case(&c);
+  c.splits = 1;
+  c.qdt = c.kvdt = c.odt = CLATTN_BF16;
+  run_case(&c);
+}
+
+static void test_views(void) {
+  dcase c = base();
+  c.bhsd = 1;
+  c.pad = 3; /* element offsets that break 16-byte alignment: the general load path */
+  c.qdt = c.kvdt = c.odt = CLATTN_F16;
+  run_case(&c);
+  c.pad = 8;
+  c.lse = 0;
+  run_case(&c);
+  c.bhsd = 0;
+  c.pad = 5;
+  c.kvdt = CLATTN_BF16;
+  run_case(&c);
+}
+
+void register_decode_paged(void); /* test_decode_paged.c */
+
+int main(void) {
+  CU_initialize_registry();
+  CU_pSuite s = CU_add_suite("decode", fixture_init, fixture_cleanup);
+  CU_add_test(s, "dtypes q/kv/o in f32 f16 bf16", test_dtypes);
+  CU_add_test(s, "head dims 8 64 80 128 256", test_head_dims);
+  CU_add_test(s, "heads MHA GQA MQA", test_heads);
+  CU_add_test(s, "kv lengths 0 1 7 1000", test_lengths);
+  CU_add_test(s, "splits 1 auto 3 16 200", test_splits);
+  CU_add_test(s, "causal Mq 1 2 4", test_causal);
+  CU_add_test(s, "additive bias", test_bias);
+  CU_add_test(s, "strided views and offsets", test_views);
+  return run_suites();
+}
