@@ -135,6 +135,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
   if (r0 >= rows) return; /* uniform over the group */
 
   int n = kv_len ? kv_len[b] : kv_cap;
+  if (n > kv_cap && tid == 0 && split == 0 && r0 == 0 && hk == 0) *err_flag = 1;
   n = clamp(n, 0, kv_cap);
   const int lo = split * chunk;
   int hi = min(lo + chunk, n);

@@ -52,7 +52,7 @@ clattn_status clattn_device_get(cl_uint index, cl_device_id *device) {
   cl_uint n = 0;
   CLATTN_TRY(all_devices(devs, 256, &n));
   if (index >= n || index >= 256)
-    return clattn_fail(CLATTN_NO_DEVICE, "device index %u: only %u OpenCL devices found", index, n);
+    return clattn_fail(CLATTN_NO_DEVICE, "device index %u out of range: only %u OpenCL devices found", index, n);
   *device = devs[index];
   return CLATTN_SUCCESS;
 }

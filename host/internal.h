@@ -203,5 +203,6 @@ clattn_status clattn_merge_strided_enqueue(clattn_context *ctx, cl_command_queue
 typedef void (*clattn_variant_fn)(void *priv, const char *file, const char *options);
 void clattn_decode_variants(clattn_variant_fn fn, void *priv);
 void clattn_merge_variants(clattn_variant_fn fn, void *priv);
+void clattn_baseline_variants(clattn_variant_fn fn, void *priv);
 
 #endif /* CLATTN_INTERNAL_H */

@@ -224,8 +224,9 @@ CLATTN_API clattn_status clattn_decode(clattn_context *ctx, cl_command_queue que
 /* Paged caches: key j of sequence b is row j % page_size of page
  * block_table[b, j / page_size]. An entry outside [0, num_pages) or a
  * kv_len beyond max_pages * page_size is never read: those keys are skipped
- * (as if masked) and maybe_error_flag, when given, is set to 1. A dense
- * kv_len above Nkv is clamped to Nkv.
+ * (as if masked) and maybe_error_flag, when given, is set to 1. A kv_len
+ * above the cache's capacity (Nkv, or max_pages * page_size) is clamped to
+ * it and also sets the flag; a negative kv_len counts as 0.
  *
  * Varlen: q is [1, total_q, Hq, D], batch gives B and maybe_q_start the
  * packed rows of each sequence; causal applies per sequence. */
@@ -239,6 +240,107 @@ CLATTN_API clattn_status clattn_decode_workspace_size(clattn_context *ctx,
 /* ------------------------------------------------------------------ KV cache: append, quantize, dequantize */
 
 /* ------------------------------------------------------------------ merging attention states */
+
+/* Merges n partial attention states of the same queries over disjoint sets
+ * of keys (split-K chunks, a shared prefix and a per-request suffix,
+ * sequence shards on several devices), in f32:
+ *
+ *   lse = log sum_i exp(lse_i),   o = sum_i exp(lse_i - lse) o_i
+ *
+ * Special values, row by row:
+ *   - a part with lse_i = -inf (no keys) contributes nothing and its o_i is
+ *     not read (it may hold garbage or NaN); all parts -inf gives o = 0,
+ *     lse = -inf. A part whose weight underflows to 0 is not read either;
+ *   - lse_i = NaN or +inf in any part gives o = NaN and lse = NaN;
+ *   - NaN or inf inside an o_i of non-zero weight reaches o; lse stays finite.
+ * Each part is its own view (buffer, offset, strides); parts stacked in one
+ * buffer at a constant spacing are merged in one launch however many there
+ * are, otherwise up to 8 or 16 per launch (by the device's kernel-argument
+ * space) and longer lists in chunks through an f32 workspace.
+ * The outputs must not overlap the inputs. */
+typedef struct clattn_merge_params {
+  int n;                          /* number of parts, >= 1 */
+  const clattn_tensor *parts_o;   /* n views [B, M, H, D] f32/f16/bf16, one dtype for all */
+  const clattn_tensor *parts_lse; /* n views [B, H, M] f32, natural log */
+  clattn_tensor o;                /* [B, M, H, D] f32/f16/bf16 (may differ from the parts') */
+  clattn_tensor maybe_lse;        /* [B, H, M] f32 */
+  /* f32 workspace for lists longer than one launch takes (see
+   * clattn_merge_workspace_size); absent: allocated per call. */
+  clattn_tensor maybe_workspace;
+} clattn_merge_params;
+
+CLATTN_API clattn_status clattn_merge(clattn_context *ctx, cl_command_queue queue,
+                                      const clattn_merge_params *params, cl_uint num_wait,
+                                      const cl_event *wait_list, cl_event *event);
+
+/* Bytes of workspace clattn_merge needs for these params (0: none). */
+CLATTN_API clattn_status clattn_merge_workspace_size(clattn_context *ctx,
+                                                     const clattn_merge_params *params,
+                                                     size_t *bytes);
+
+/* Backward of clattn_merge. With w_i = exp(lse_i - lse):
+ *
+ *   do_i = w_i do,   dlse_i = w_i (dlse + sum_d do (o_i - o))
+ *
+ * A part with w_i = 0 (lse_i = -inf) gets do_i = 0 and dlse_i = 0 and its
+ * o_i is not read; an empty row (lse = -inf) gives zeros. NaN in any input
+ * of a row reaches that row's gradients. The outputs must not overlap the
+ * inputs. */
+typedef struct clattn_merge_backward_params {
+  int n;
+  const clattn_tensor *parts_o;   /* n views [B, M, H, D] f32/f16/bf16, one dtype */
+  const clattn_tensor *parts_lse; /* n views [B, H, M] f32 */
+  clattn_tensor o;                /* the forward's o [B, M, H, D]; needed only with maybe_do */
+  clattn_tensor lse;              /* the forward's lse [B, H, M] f32 */
+  clattn_tensor maybe_do;         /* [B, M, H, D] f32/f16/bf16; absent: 0 */
+  clattn_tensor maybe_dlse;       /* [B, H, M] f32; absent: 0 */
+  const clattn_tensor *d_parts_o;   /* n outputs [B, M, H, D] f32/f16/bf16, one dtype */
+  const clattn_tensor *d_parts_lse; /* n outputs [B, H, M] f32 */
+} clattn_merge_backward_params;
+
+CLATTN_API clattn_status clattn_merge_backward(clattn_context *ctx, cl_command_queue queue,
+                                               const clattn_merge_backward_params *params,
+                                               cl_uint num_wait, const cl_event *wait_list,
+                                               cl_event *event);
+
+/* Sequence-parallel decode over several devices: one long KV cache is cut
+ * along the sequence, each device holds its range in its own buffers and
+ * runs clattn_decode on it; the partial (o, lse) come to the first device
+ * and clattn_merge combines them.
+ *
+ * Recipe for shard j of a cache cut at positions s_0 = 0 < s_1 < ... < s_n:
+ *   params.q        a copy of q on that device (the same queries everywhere);
+ *   params.k, v     its keys [B, s_{j+1} - s_j, Hkv, D] (or its pages);
+ *   params.maybe_kv_len  min(max(len_b - s_j, 0), s_{j+1} - s_j) per sequence
+ *                   (an empty shard gives lse = -inf: it adds nothing);
+ *   params.o, maybe_lse  the shard's partial output on its device, any float
+ *                   dtype for o (f32 keeps the merge exact), lse required;
+ *   params.causal   (Mq > 1) only on the shard where the sequences end; the
+ *                   others see all their keys, which holds when that last
+ *                   shard has at least Mq - 1 keys of every sequence.
+ * Shards whose context is the first shard's (one context over several
+ * devices, or one device listed twice) hand their partials over through
+ * events, without the host. Shards of other contexts are read back to host
+ * memory and copied to the first device: the call then waits on the host
+ * for those shards (and for wait_list before starting them). */
+typedef struct clattn_decode_shard {
+  clattn_context *ctx;        /* this device */
+  cl_command_queue queue;     /* a queue of ctx */
+  clattn_decode_params params; /* this device's part, as above */
+} clattn_decode_shard;
+
+typedef struct clattn_decode_multi_params {
+  int n;                             /* shards, >= 1 */
+  const clattn_decode_shard *shards; /* shards[0] is the device the result lands on */
+  clattn_tensor o;                   /* [B, Mq, Hq, D] f32/f16/bf16 on shards[0]'s context */
+  clattn_tensor maybe_lse;           /* [B, Hq, Mq] f32 */
+} clattn_decode_multi_params;
+
+/* wait_list: events of shards[0]'s context. event: the merge on shards[0].queue. */
+CLATTN_API clattn_status clattn_decode_multi(const clattn_decode_multi_params *params,
+                                             cl_uint num_wait, const cl_event *wait_list,
+                                             cl_event *event);
+
 
 /* ------------------------------------------------------------------ ReRoPE windowed attention */
 

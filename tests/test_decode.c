@@ -20,6 +20,8 @@ typedef struct dcase {
   int page_size;         /* > 0: paged cache with a shuffled block table */
   int share_pages;       /* paged: sequences share their first pages (prefix sharing) */
   const int32_t *q_counts; /* varlen: queries per sequence (NULL: dense Mq) */
+  int bad_entry;         /* paged: 1 = sequence 0's logical page 1 maps to -1, 2 = past num_pages */
+  int len_over;          /* paged: kv_len[0] exceeds the table's capacity by this much */
 } dcase;
 
 /* Random values of a dtype's range, rounded so host and device see the same numbers. */
@@ -59,10 +61,26 @@ static void run_case(const dcase *c) {
   if (bias)
     for (size_t i = 0; i < (size_t)B * Hq * Mq * N; i += 7) bias[i] = -INFINITY;
 
+  /* Keys the device must skip (bad block-table entry) are masked in the reference. */
+  double *ref_bias = bias;
+  if (c->bad_entry) {
+    ref_bias = calloc((size_t)B * Hq * Mq * N, sizeof(double));
+    if (bias) memcpy(ref_bias, bias, sizeof(double) * B * Hq * Mq * N);
+    for (int h = 0; h < Hq; h++)
+      for (int m = 0; m < Mq; m++)
+        for (int j = c->page_size; j < 2 * c->page_size && j < N; j++)
+          ref_bias[((size_t)h * Mq + m) * N + j] = -INFINITY;
+  }
+  /* A paged cache without lengths would expose the whole last page: give N. */
+  int32_t *kv_len = NULL;
+  if (c->kv_len || c->page_size > 0) {
+    kv_len = malloc(sizeof(int32_t) * B);
+    for (int b = 0; b < B; b++) kv_len[b] = c->kv_len ? c->kv_len[b] : N;
+  }
   /* reference */
   double *o_ref = calloc(nq ? nq : 1, sizeof(double));
   double *lse_ref = calloc((size_t)B * Hq * (Mq ? Mq : 1) + (size_t)Hq * total_q + 1, sizeof(double));
-  ref_decode_args ra = {B, Mq, Hq, Hkv, D, N, q, k, v, bias, c->kv_len, varlen ? q_start : NULL,
+  ref_decode_args ra = {B, Mq, Hq, Hkv, D, N, q, k, v, ref_bias, kv_len, varlen ? q_start : NULL,
                         1.0 / sqrt((double)D), c->causal, o_ref, lse_ref};
   if (!varlen) ra.Mq = c->Mq;
   ref_decode(&ra);
@@ -105,11 +123,13 @@ static void run_case(const dcase *c) {
           for (int lp = 0; lp < max_pages; lp++)
             table[b * max_pages + lp] = (c->share_pages && lp == 0) ? perm[0] : perm[b * max_pages + lp];
         free(perm);
+        if (c->bad_entry && max_pages > 1) table[1] = c->bad_entry == 1 ? -1 : num_pages + 7;
       }
       double *pages = calloc((size_t)num_pages * ps * Hkv * D, sizeof(double));
       for (int b = 0; b < B; b++)
         for (int j = 0; j < N; j++) {
           int page = table[b * max_pages + j / ps];
+          if (page < 0 || page >= num_pages) continue;
           /* shared page: sequence 0's keys win; the reference uses the same values below */
           if (c->share_pages && j < ps && b > 0) continue;
           memcpy(pages + (((size_t)page * ps + j % ps) * Hkv) * D,
@@ -158,8 +178,14 @@ static void run_case(const dcase *c) {
     table_m = buf_from_i32(table, (size_t)B * max_pages);
     p.maybe_block_table = clattn_tensor_2d(table_m, 0, CLATTN_I32, B, max_pages);
   }
-  if (c->kv_len) {
-    kvlen_m = buf_from_i32(c->kv_len, B);
+  if (kv_len) {
+    /* Past the table's capacity: the device clamps to it and raises the flag,
+     * the reference (which has only N keys) sees the clamped length. */
+    int32_t *dev_len = malloc(sizeof(int32_t) * B);
+    memcpy(dev_len, kv_len, sizeof(int32_t) * B);
+    if (c->len_over) dev_len[0] = max_pages * c->page_size + c->len_over;
+    kvlen_m = buf_from_i32(dev_len, B);
+    free(dev_len);
     p.maybe_kv_len = clattn_tensor_1d(kvlen_m, 0, CLATTN_I32, B);
   }
   if (varlen) {
@@ -169,8 +195,14 @@ static void run_case(const dcase *c) {
     p.max_q_len = Mq;
   }
   if (bias) {
-    bias_m = buf_from(bias, (size_t)B * Hq * Mq * N, CLATTN_F32);
-    p.maybe_bias = clattn_tensor_4d(bias_m, 0, CLATTN_F32, B, Hq, Mq, N);
+    /* the bias covers every key a sequence can hold: N, or the table's capacity */
+    const int cap = c->page_size > 0 ? max_pages * c->page_size : N;
+    double *wide = calloc((size_t)B * Hq * Mq * cap, sizeof(double));
+    for (size_t row = 0; row < (size_t)B * Hq * Mq; row++)
+      memcpy(wide + row * cap, bias + row * N, sizeof(double) * N);
+    bias_m = buf_from(wide, (size_t)B * Hq * Mq * cap, CLATTN_F32);
+    free(wide);
+    p.maybe_bias = clattn_tensor_4d(bias_m, 0, CLATTN_F32, B, Hq, Mq, cap);
   }
   const size_t nlse = varlen ? (size_t)Hq * total_q : (size_t)B * Hq * c->Mq;
   if (c->lse) {
@@ -208,7 +240,7 @@ static void run_case(const dcase *c) {
   }
   int32_t flag = -1;
   buf_read_i32(flag_m, 1, &flag);
-  CU_ASSERT_EQUAL(flag, 0);
+  CU_ASSERT_EQUAL(flag, (c->bad_entry || c->len_over) ? 1 : 0);
   if (getenv("CLATTN_TEST_VERBOSE")) fprintf(stderr, "  %s: max err %.3g\n", name, err);
 
   buf_release(&o_m);
@@ -226,6 +258,8 @@ static void run_case(const dcase *c) {
   free(k);
   free(v);
   free(bias);
+  if (ref_bias != bias) free(ref_bias);
+  free(kv_len);
   free(o);
   free(o_ref);
   free(lse_ref);
@@ -339,11 +373,90 @@ static void test_views(void) {
   run_case(&c);
 }
 
-void register_decode_paged(void); /* test_decode_paged.c */
+
+static void test_paged(void) {
+  static const int sizes[] = {1, 16, 48, 256};
+  static const int32_t lens[] = {0, 1, 300, 97};
+  for (int i = 0; i < 4; i++) {
+    dcase c = base();
+    c.B = 4;
+    c.Nkv = 300;
+    c.kv_len = lens;
+    c.page_size = sizes[i];
+    c.qdt = c.kvdt = c.odt = i == 2 ? CLATTN_BF16 : CLATTN_F16;
+    c.splits = i == 1 ? 5 : 0;
+    run_case(&c);
+  }
+}
+
+static void test_paged_shared_causal(void) {
+  dcase c = base();
+  c.B = 3;
+  c.Nkv = 130;
+  c.page_size = 16;
+  c.Mq = 3;
+  c.causal = 1;
+  run_case(&c);
+  c.causal = 0;
+  c.share_pages = 1;
+  run_case(&c);
+  c.causal = 1;
+  run_case(&c);
+  c.splits = 1;
+  c.bias = 1;
+  run_case(&c);
+}
+
+static void test_varlen(void) {
+  static const int32_t counts[] = {0, 1, 4, 2, 3};
+  static const int32_t lens[] = {50, 1, 200, 0, 77};
+  for (int paged = 0; paged < 2; paged++)
+    for (int causal = 0; causal < 2; causal++) {
+      dcase c = base();
+      c.B = 5;
+      c.Nkv = 200;
+      c.q_counts = counts;
+      c.kv_len = lens;
+      c.causal = causal;
+      c.page_size = paged ? 16 : 0;
+      c.splits = causal ? 3 : 0;
+      run_case(&c);
+    }
+  dcase c = base();
+  c.B = 5;
+  c.Nkv = 200;
+  c.q_counts = counts;
+  c.bias = 1;
+  c.splits = 1;
+  run_case(&c);
+}
+
+static void test_out_of_range(void) {
+  static const int32_t lens[] = {100, 64};
+  for (int bad = 1; bad <= 2; bad++) {
+    dcase c = base();
+    c.Nkv = 100;
+    c.kv_len = lens;
+    c.page_size = 16;
+    c.bad_entry = bad;
+    c.splits = bad == 1 ? 1 : 0;
+    run_case(&c);
+  }
+  dcase c = base();
+  c.Nkv = 96;
+  static const int32_t lens2[] = {96, 50};
+  c.kv_len = lens2;
+  c.page_size = 16;
+  c.len_over = 1000;
+  run_case(&c);
+}
+
+void add_decode_error_tests(CU_pSuite s); /* test_decode_errors.c */
 
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("decode", fixture_init, fixture_cleanup);
+  add_decode_error_tests(s);
   CU_add_test(s, "dtypes q/kv/o in f32 f16 bf16", test_dtypes);
   CU_add_test(s, "head dims 8 64 80 128 256", test_head_dims);
   CU_add_test(s, "heads MHA GQA MQA", test_heads);
@@ -352,5 +465,9 @@ int main(void) {
   CU_add_test(s, "causal Mq 1 2 4", test_causal);
   CU_add_test(s, "additive bias", test_bias);
   CU_add_test(s, "strided views and offsets", test_views);
+  CU_add_test(s, "paged page sizes 1 16 48 256, shuffled", test_paged);
+  CU_add_test(s, "paged shared prefix pages, causal", test_paged_shared_causal);
+  CU_add_test(s, "varlen queries, dense and paged", test_varlen);
+  CU_add_test(s, "block table out of range", test_out_of_range);
   return run_suites();
 }
