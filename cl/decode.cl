@@ -20,6 +20,7 @@
  */
 #include "softmax.clh"
 #include "kvaddr.clh"
+#include "quant.clh"
 
 #ifndef Q_DT
 #define Q_DT f32
@@ -83,16 +84,17 @@
 #define KV_LOAD8(p, row, c, ss) LD8(KV_DT, p, (row) + (c)*8)
 #endif
 #else
-/* QUANT_INCLUDE (restored when cl/quant.clh lands) */
 #define KV_ELT uint
 #if KV_Q == 1
 /* int4 row: KV_GROUPS scale-shift words, then one code word per 8 elements. */
-#define KV_LOAD8(p, row, c, ss)                                                            \
-  int4_dequant8((p)[(row) + KV_GROUPS + (c)],                                               \
-                scale_shift_unpack((p)[(row) + (c) / (NC / KV_GROUPS)]))
+inline float8 int4_load8(__global const uint *p, long row, int c) {
+  const float2 ss = scale_shift_unpack(p[row + c / (NC / KV_GROUPS)]);
+  return int4_dequant8(p[row + KV_GROUPS + c], ss.x, ss.y);
+}
+#define KV_LOAD8(p, row, c, ss) int4_load8(p, row, c)
 #else
-/* fp8 row: two words per 8 elements; the scale-shift word comes from its own tensor. */
-#define KV_LOAD8(p, row, c, ss) fp8_dequant8(vload2(0, (p) + (row) + 2 * (c)), ss)
+/* fp8 row: two words per 8 elements; the row's scale-shift comes from its own tensor. */
+#define KV_LOAD8(p, row, c, ss) fp8_dequant8(vload2(0, (p) + (row) + 2 * (c)), (ss).x, (ss).y)
 #endif
 #endif
 
@@ -194,9 +196,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
         *err_flag = 1; /* benign race: every writer stores 1 */
       } else {
 #if KV_Q == 2
-        const uint kss = k_ss[kv_row(&kssl, &pg, b, j, hk)];
+        const float2 kss = scale_shift_unpack(k_ss[kv_row(&kssl, &pg, b, j, hk)]);
 #else
-        const uint kss = 0;
+        const float2 kss = (float2)(0.0f);
 #endif
         float sdot[RB];
         for (int r = 0; r < RB; r++) sdot[r] = 0.0f;
@@ -251,9 +253,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
         const long row = kv_row(&vl, &pg, b, t0 + jj, hk);
         if (row < 0) continue;
 #if KV_Q == 2
-        const uint vss = v_ss[kv_row(&vssl, &pg, b, t0 + jj, hk)];
+        const float2 vss = scale_shift_unpack(v_ss[kv_row(&vssl, &pg, b, t0 + jj, hk)]);
 #else
-        const uint vss = 0;
+        const float2 vss = (float2)(0.0f);
 #endif
         const float8 vv = KV_LOAD8(v, row, c, vss);
         for (int r = 0; r < RB; r++) {
