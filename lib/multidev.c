@@ -1,0 +1,149 @@
+/* Sequence-parallel decode over several devices (clattn_decode_multi):
+ * every shard decodes its range of the KV cache on its own device, the
+ * partial (o, lse) come to the first shard's device, clattn_merge combines
+ * them. Within one cl_context the hand-over is events only; across contexts
+ * the partials go through host memory. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Re-raises the thread's last failure with "shards[j]: " in front. */
+static clattn_status in_shard(clattn_status s, int j) {
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", clattn_last_error());
+  return clattn_fail(s, "shards[%d]: %s", j, msg);
+}
+
+static clattn_status check_shard(const clattn_decode_multi_params *p, int j) {
+  const clattn_decode_shard *sh = &p->shards[j];
+  if (!sh->ctx) return clattn_fail(CLATTN_INVALID_ARGUMENT, "shards[%d].ctx is NULL", j);
+  clattn_status s = clattn_check_enqueue(sh->ctx, sh->queue, 0, NULL);
+  if (s == CLATTN_SUCCESS) s = clattn_decode_workspace_size(sh->ctx, &sh->params, NULL, NULL);
+  if (s != CLATTN_SUCCESS) return in_shard(s, j);
+  if (!clattn_present(&sh->params.maybe_lse))
+    return clattn_fail(CLATTN_INVALID_ARGUMENT,
+                       "shards[%d].params.maybe_lse is absent: every shard's partial needs its lse",
+                       j);
+  const clattn_tensor *o0 = &p->shards[0].params.o;
+  if (sh->params.o.dtype != o0->dtype)
+    return clattn_fail(CLATTN_UNSUPPORTED,
+                       "shards[%d].params.o.dtype (%s) differs from shards[0]'s (%s): the partials "
+                       "share one dtype",
+                       j, clattn_dtype_name(sh->params.o.dtype), clattn_dtype_name(o0->dtype));
+  for (int i = 0; i < 4; i++)
+    if (sh->params.o.shape[i] != o0->shape[i])
+      return clattn_fail(CLATTN_INVALID_SHAPE,
+                         "shards[%d].params.o.shape[%d] is %lld, expected %lld (shards[0]'s)", j, i,
+                         (long long)sh->params.o.shape[i], (long long)o0->shape[i]);
+  return CLATTN_SUCCESS;
+}
+
+/* Copies a view's bytes from its device (after `ready`) into a new buffer
+ * of `to`, as the same view at offset 0. Blocks the host for the read. */
+static clattn_status stage(const clattn_decode_shard *sh, const clattn_tensor *t, cl_event ready,
+                           cl_context to, clattn_tensor *out) {
+  const size_t bytes = (size_t)clattn_tensor_extent_bytes(t);
+  void *host = malloc(bytes ? bytes : 4);
+  if (!host) return clattn_fail(CLATTN_OUT_OF_MEMORY, "host staging of %zu bytes", bytes);
+  cl_int err = CL_SUCCESS;
+  if (bytes)
+    err = clEnqueueReadBuffer(sh->queue, t->buf, CL_TRUE, t->offset, bytes, host, 1, &ready, NULL);
+  if (err != CL_SUCCESS) {
+    free(host);
+    return clattn_fail_cl(err, "clEnqueueReadBuffer", "a shard's partial");
+  }
+  cl_mem m = clCreateBuffer(to, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes ? bytes : 4, host, &err);
+  free(host); /* COPY_HOST_PTR has taken its copy */
+  if (err != CL_SUCCESS) return clattn_fail_cl(err, "clCreateBuffer", "staged partial");
+  *out = *t;
+  out->buf = m;
+  out->offset = 0;
+  return CLATTN_SUCCESS;
+}
+
+clattn_status clattn_decode_multi(const clattn_decode_multi_params *p, cl_uint num_wait,
+                                  const cl_event *wait_list, cl_event *event) {
+  clattn_clear_error();
+  if (!p) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
+  if (p->n < 1) return clattn_fail(CLATTN_INVALID_ARGUMENT, "n is %d: at least one shard", p->n);
+  if (!p->shards) return clattn_fail(CLATTN_INVALID_ARGUMENT, "shards is NULL");
+  const int n = p->n;
+  for (int j = 0; j < n; j++) CLATTN_TRY(check_shard(p, j));
+  clattn_context *ctx0 = p->shards[0].ctx;
+  cl_command_queue q0 = p->shards[0].queue;
+  CLATTN_TRY(clattn_check_enqueue(ctx0, q0, num_wait, wait_list));
+
+  clattn_tensor *parts = calloc((size_t)n * 2, sizeof *parts);
+  cl_event *ev = calloc((size_t)n, sizeof *ev);
+  bool *same = calloc((size_t)n, sizeof *same);
+  if (!parts || !ev || !same) {
+    free(parts), free(ev), free(same);
+    return clattn_fail(CLATTN_OUT_OF_MEMORY, "decode_multi bookkeeping");
+  }
+  clattn_tensor *po = parts, *pl = parts + n;
+  clattn_merge_params mp;
+  memset(&mp, 0, sizeof mp);
+  mp.n = n;
+  mp.parts_o = po;
+  mp.parts_lse = pl;
+  mp.o = p->o;
+  mp.maybe_lse = p->maybe_lse;
+
+  /* Validate the merge before anything is enqueued: shards of other
+   * contexts stand in as shard 0's partials (their shapes were checked). */
+  bool any_other = false;
+  for (int j = 0; j < n; j++) {
+    same[j] = p->shards[j].ctx->cl == ctx0->cl;
+    any_other = any_other || !same[j];
+    const clattn_decode_shard *sh = same[j] ? &p->shards[j] : &p->shards[0];
+    po[j] = sh->params.o;
+    pl[j] = sh->params.maybe_lse;
+  }
+  clattn_status s = clattn_merge_workspace_size(ctx0, &mp, NULL);
+
+  /* Shards of other contexts cannot wait on our events: the host waits. */
+  if (s == CLATTN_SUCCESS && any_other && num_wait) {
+    cl_int err = clWaitForEvents(num_wait, wait_list);
+    if (err != CL_SUCCESS) s = clattn_fail_cl(err, "clWaitForEvents", "wait_list");
+  }
+  /* Every device starts before any partial is read back. */
+  for (int j = 0; j < n && s == CLATTN_SUCCESS; j++) {
+    const clattn_decode_shard *sh = &p->shards[j];
+    s = clattn_decode(sh->ctx, sh->queue, &sh->params, same[j] ? num_wait : 0,
+                      same[j] ? wait_list : NULL, &ev[j]);
+    if (s != CLATTN_SUCCESS) s = in_shard(s, j);
+    else if (!same[j]) clFlush(sh->queue);
+  }
+  int staged = 0;
+  for (int j = 0; j < n && s == CLATTN_SUCCESS; j++) {
+    if (same[j]) continue;
+    const clattn_decode_shard *sh = &p->shards[j];
+    s = stage(sh, &sh->params.o, ev[j], ctx0->cl, &po[j]);
+    if (s == CLATTN_SUCCESS) {
+      s = stage(sh, &sh->params.maybe_lse, ev[j], ctx0->cl, &pl[j]);
+      if (s != CLATTN_SUCCESS) clReleaseMemObject(po[j].buf);
+    }
+    if (s == CLATTN_SUCCESS) staged = j + 1;
+  }
+  if (s == CLATTN_SUCCESS) {
+    /* the merge waits on the decodes of our context; the others are done */
+    cl_event *wait = calloc((size_t)n, sizeof *wait);
+    cl_uint nw = 0;
+    for (int j = 0; j < n; j++)
+      if (same[j]) wait[nw++] = ev[j];
+    s = wait ? clattn_merge(ctx0, q0, &mp, nw, wait, event)
+             : clattn_fail(CLATTN_OUT_OF_MEMORY, "decode_multi events");
+    free(wait);
+  }
+  for (int j = 0; j < staged; j++)
+    if (!same[j]) {
+      clReleaseMemObject(po[j].buf); /* freed once the merge has read it */
+      clReleaseMemObject(pl[j].buf);
+    }
+  for (int j = 0; j < n; j++)
+    if (ev[j]) clReleaseEvent(ev[j]);
+  free(parts), free(ev), free(same);
+  return s;
+}
