@@ -21,6 +21,7 @@
 #include "softmax.clh"
 #include "kvaddr.clh"
 #include "quant.clh"
+#include "lanes.clh"
 
 #ifndef Q_DT
 #define Q_DT f32
@@ -39,6 +40,15 @@
 #endif
 #ifndef RB
 #define RB 4 /* query rows per group */
+#endif
+#ifndef VU
+#define VU 4 /* value rows in flight per work-item */
+#endif
+#ifndef LANE_KEYS
+#define LANE_KEYS 0 /* 1: scores with NC lanes per key (NC a power of two); 0: a work-item per key */
+#endif
+#ifndef KU
+#define KU 4 /* key rows in flight per work-item in the LANE_KEYS score pass */
 #endif
 #ifndef KV_Q
 #define KV_Q 0 /* 0: float K/V; 1: int4; 2: fp8 */
@@ -96,6 +106,26 @@ inline float8 int4_load8(__global const uint *p, long row, int c) {
 /* fp8 row: two words per 8 elements; the row's scale-shift comes from its own tensor. */
 #define KV_LOAD8(p, row, c, ss) fp8_dequant8(vload2(0, (p) + (row) + 2 * (c)), (ss).x, (ss).y)
 #endif
+#endif
+
+/* Raises the tile's running max of a row with this work-item's score. Native
+ * lanes combine the warp first (one atomic per warp, not per work-item: the
+ * atomics of one row all hit one address and serialize). The whole group
+ * calls it. */
+#define RAISE_MAX(slot, s)                                                                   \
+  do {                                                                                       \
+    if (LANES_NATIVE) {                                                                      \
+      const float wmax_ = simd_max_or_self(s);                                               \
+      if (get_local_id(0) % CLATTN_SIMD == 0 && wmax_ != -INFINITY)                          \
+        atomic_max((slot), ord_of(wmax_));                                                   \
+    } else if ((s) != -INFINITY) {                                                           \
+      atomic_max((slot), ord_of(s));                                                         \
+    }                                                                                        \
+  } while (0)
+#if LANES_NATIVE
+#define simd_max_or_self(x) simd_max(x)
+#else
+#define simd_max_or_self(x) (x)
 #endif
 
 /* Order-preserving map of floats to ints, so atomic_max on ints is a float max. */
@@ -184,9 +214,65 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
   }
   const int ks = tid / NC, c = tid % NC;
 
+#if LANE_KEYS
+  /* this lane's 8 columns of every row's q */
+  float8 qr[RB];
+  for (int r = 0; r < RB; r++) qr[r] = vload8(0, q_l + r * D + c * 8);
+#endif
+
   int par = 0;
   for (int t0 = lo; t0 < hi; t0 += WG, par ^= 1) {
-    /* 1. scores of key t0 + tid */
+#if LANE_KEYS
+    /* 1. scores: lane (ks, c) reads columns 8c.. of keys ks, ks + NS, ... (a
+     * key's NC lanes read its row in one coalesced sweep), dots them with its
+     * q columns, and the key's lanes sum their parts. The loop is uniform over
+     * the group (the portable lane sum has barriers). */
+    for (int it = 0; it < WG / NS; it += KU) {
+      float8 kk[KU];
+      bool ok[KU];
+#pragma unroll
+      for (int u = 0; u < KU; u++) {
+        const int j = t0 + ks + (it + u) * NS;
+        long row = -1;
+        if (it + u < WG / NS && j < hi) {
+          row = kv_row(&kl, &pg, b, j, hk);
+          if (row < 0) *err_flag = 1; /* benign race: every writer stores 1 */
+        }
+        ok[u] = row >= 0;
+        kk[u] = (float8)(0.0f);
+        if (ok[u]) {
+#if KV_Q == 2
+          const float2 kss = scale_shift_unpack(k_ss[kv_row(&kssl, &pg, b, j, hk)]);
+#else
+          const float2 kss = (float2)(0.0f);
+#endif
+          kk[u] = KV_LOAD8(k, row, c, kss);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < KU; u++) {
+        const int jj = ks + (it + u) * NS, j = t0 + jj;
+        float part[RB];
+        for (int r = 0; r < RB; r++) part[r] = dot(qr[r].lo, kk[u].lo) + dot(qr[r].hi, kk[u].hi);
+        LANE_SUM_ROWS(part, RB, NC, WG, &s_l[par ^ 1][0][0]);
+        if (it + u < WG / NS) { /* uniform: past the tile when KU > WG / NS */
+          for (int r = 0; r < RB; r++) {
+            float s = part[r];
+#if HAS_BIAS
+            const int rr = r0 + r;
+            if (ok[u] && rr < rows)
+              s += LOG2E * bias[bias_off + b * sbb + (hk * G + rr % G) * sbh + (rr / G) * sbm +
+                                j * sbn];
+#endif
+            s = (ok[u] && j < lim[r]) ? s : -INFINITY;
+            if (c == 0) s_l[par][r][jj] = s;
+            RAISE_MAX(&tmax_l[par][r], s);
+          }
+        }
+      }
+    }
+#else
+    /* 1. scores of key t0 + tid, read whole by this work-item */
     const int j = t0 + tid;
     float sc[RB];
     for (int r = 0; r < RB; r++) sc[r] = -INFINITY;
@@ -202,6 +288,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
 #endif
         float sdot[RB];
         for (int r = 0; r < RB; r++) sdot[r] = 0.0f;
+#pragma unroll
         for (int cc = 0; cc < NC; cc++) {
           const float8 kk = KV_LOAD8(k, row, cc, kss);
           for (int r = 0; r < RB; r++) {
@@ -223,45 +310,59 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
     }
     for (int r = 0; r < RB; r++) {
       s_l[par][r][tid] = sc[r];
-      if (sc[r] != -INFINITY) atomic_max(&tmax_l[par][r], ord_of(sc[r]));
+      RAISE_MAX(&tmax_l[par][r], sc[r]);
     }
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    /* 2. new running max (the same in every work-item), own probabilities */
+    /* 2. new running max (the same in every work-item), probabilities of key tid */
     for (int r = 0; r < RB; r++) {
+      const float sc = s_l[par][r][tid];
       const float m_new = fmax(m_run[r], float_of_ord(tmax_l[par][r]));
       float alpha = 1.0f;
       if (m_new != -INFINITY) alpha = exp2(m_run[r] - m_new); /* 0 when m_run is -inf */
       acc[r] *= alpha;
       l_run[r] *= alpha;
       m_run[r] = m_new;
-      s_l[par][r][tid] = (sc[r] == -INFINITY) ? 0.0f : exp2(sc[r] - m_new);
+      s_l[par][r][tid] = (sc == -INFINITY) ? 0.0f : exp2(sc - m_new);
     }
     if (tid < RB) tmax_l[par ^ 1][tid] = ord_of(-INFINITY);
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    /* 3. values: keys ks, ks + NS, ... of the tile, columns 8c .. 8c + 7 */
+    /* 3. values: keys ks, ks + NS, ... of the tile, columns 8c .. 8c + 7,
+     * VU rows loaded before any is used so their latencies overlap. A row is
+     * read only when some query gives it weight (masked keys and rows outside
+     * the cache are never touched). */
     if (ks < NS) {
-      for (int jj = ks; jj < WG && t0 + jj < hi; jj += NS) {
-        float p[RB];
-        float any = 0.0f;
-        for (int r = 0; r < RB; r++) {
-          p[r] = s_l[par][r][jj];
-          any += p[r];
-        }
-        if (any == 0.0f) continue; /* masked, or outside the cache */
-        const long row = kv_row(&vl, &pg, b, t0 + jj, hk);
-        if (row < 0) continue;
+      for (int jj0 = ks; jj0 < WG && t0 + jj0 < hi; jj0 += NS * VU) {
+        float8 vv[VU];
+        float p[VU][RB];
+#pragma unroll
+        for (int u = 0; u < VU; u++) {
+          const int jj = jj0 + u * NS;
+          const bool in = jj < WG && t0 + jj < hi;
+          float any = 0.0f;
+          for (int r = 0; r < RB; r++) {
+            p[u][r] = in ? s_l[par][r][jj] : 0.0f;
+            any += p[u][r];
+          }
+          const long row = (any != 0.0f) ? kv_row(&vl, &pg, b, t0 + jj, hk) : -1;
+          vv[u] = (float8)(0.0f);
+          if (row >= 0) {
 #if KV_Q == 2
-        const float2 vss = scale_shift_unpack(v_ss[kv_row(&vssl, &pg, b, t0 + jj, hk)]);
+            const float2 vss = scale_shift_unpack(v_ss[kv_row(&vssl, &pg, b, t0 + jj, hk)]);
 #else
-        const float2 vss = (float2)(0.0f);
+            const float2 vss = (float2)(0.0f);
 #endif
-        const float8 vv = KV_LOAD8(v, row, c, vss);
-        for (int r = 0; r < RB; r++) {
-          acc[r] += p[r] * vv;
-          l_run[r] += p[r];
+            vv[u] = KV_LOAD8(v, row, c, vss);
+          }
         }
+#pragma unroll
+        for (int u = 0; u < VU; u++)
+          for (int r = 0; r < RB; r++) {
+            acc[r] += p[u][r] * vv[u];
+            l_run[r] += p[u][r];
+          }
       }
     }
   }
@@ -292,7 +393,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
     const int r = i / D, d = i % D, rr = r0 + r;
     if (rr >= rows) continue;
     const float l = l_l[r];
-    const float x = (l > 0.0f) ? q_l[i] / l : 0.0f;
+    const float x = (l != 0.0f) ? q_l[i] / l : 0.0f; /* NaN inputs stay NaN */
     ST(OUT_DT, o,
        o_off + split * o_split + ob * sob + (om0 + rr / G) * som + (hk * G + rr % G) * soh + d * sod,
        x);
@@ -300,7 +401,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
   if (lse && tid < RB && r0 + tid < rows) {
     const int rr = r0 + tid;
     const float l = l_l[tid];
-    const float val = (l > 0.0f) ? (m_run[tid] + log2(l)) * LN2 : -INFINITY;
+    const float val = (l != 0.0f) ? (m_run[tid] + log2(l)) * LN2 : -INFINITY;
     lse[lse_off + split * lse_split + lb * slb + (hk * G + rr % G) * slh + (om0 + rr / G) * slm] =
         val;
   }

@@ -39,6 +39,12 @@ static void make_dirs(const char *path) {
   mkdir(tmp, 0755);
 }
 
+static void stderr_log(void *priv, clattn_log_level level, const char *msg) {
+  (void)priv;
+  (void)level;
+  fprintf(stderr, "%s\n", msg);
+}
+
 clattn_status clattn_context_create(cl_context cl_ctx, cl_device_id device,
                                     const clattn_context_options *opts, clattn_context **out) {
   if (!out) return clattn_fail(CLATTN_INVALID_ARGUMENT, "out is NULL");
@@ -65,6 +71,14 @@ clattn_status clattn_context_create(cl_context cl_ctx, cl_device_id device,
     return s;
   }
   if (opts) c->opts = *opts;
+  if (!c->opts.log) {
+    /* CLATTN_LOG=info|debug: log to stderr when the caller set no callback */
+    const char *env = getenv("CLATTN_LOG");
+    if (env && (strcmp(env, "info") == 0 || strcmp(env, "debug") == 0)) {
+      c->opts.log = stderr_log;
+      c->opts.log_level = env[0] == 'd' ? CLATTN_LOG_DEBUG : CLATTN_LOG_INFO;
+    }
+  }
   c->opts.cache_dir = NULL; /* copied below; the caller's string need not outlive the call */
   if (opts && opts->cache_dir)
     snprintf(c->cache_dir, sizeof c->cache_dir, "%s", opts->cache_dir);

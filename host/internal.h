@@ -65,11 +65,11 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
  * then from an override file written by `clattn tune`. */
 typedef struct clattn_tuning {
   /* decode (split-K partial and reduce) */
-  int decode_wg;          /* work-items per work-group */
-  int decode_block_n;     /* keys per tile */
+  int decode_wg;          /* work-items per work-group = keys per tile */
   int decode_splits_per_cu; /* target work-groups per compute unit when choosing S */
   int decode_min_keys_per_split;
   int decode_max_splits;
+  int decode_lane_keys;   /* scores with a key's lanes reading it together (see cl/lanes.clh) */
   /* merge */
   int merge_wg;
   /* rerope (forward / backward) */
@@ -202,7 +202,75 @@ clattn_status clattn_merge_strided_enqueue(clattn_context *ctx, cl_command_queue
  * are added by the test). */
 typedef void (*clattn_variant_fn)(void *priv, const char *file, const char *options);
 void clattn_decode_variants(clattn_variant_fn fn, void *priv);
+void clattn_kvcache_variants(clattn_variant_fn fn, void *priv);
 void clattn_merge_variants(clattn_variant_fn fn, void *priv);
+void clattn_rerope_variants(clattn_variant_fn fn, void *priv);
 void clattn_baseline_variants(clattn_variant_fn fn, void *priv);
+
+/* ------------------------------------------------------------------ rerope (lib/rerope.c, lib/rerope_bwd.c) */
+
+/* Host twins of rr_view and rr_args in cl/rerope.clh: same fields, same order. */
+typedef struct clattn_rr_view {
+  cl_long off, z, h, n, d;
+} clattn_rr_view;
+typedef struct clattn_rr_args {
+  cl_int Hq, G, Nq, Nk;
+  cl_int window, causal;
+  cl_int rope_interleaved;
+  cl_float scale;
+  cl_float log2_theta;
+  cl_int pad_;
+} clattn_rr_args;
+
+/* A validated ReRoPE problem, shared by the forward and backward hosts. */
+typedef struct clattn_rr_problem {
+  int Z, Hq, Hkv, Nq, Nk, D;
+  clattn_dtype dtype;
+  int rotary;
+  clattn_rr_args args;
+  const clattn_tensor *q_pos, *k_pos; /* rotary positions, NULL when absent */
+} clattn_rr_problem;
+
+typedef enum clattn_rr_kind { CLATTN_RR_FWD = 0, CLATTN_RR_BWD = 1 } clattn_rr_kind;
+
+/* The kernels and tiles of one call: the planner is the code that launches. */
+typedef struct clattn_rr_plan {
+  int mma;            /* tensor-core kernels (cl/rerope_mma.clh) */
+  int emulate;        /* ... with the PTX emulated (tests on CPUs) */
+  int bm, bn, wg, ct; /* tiles and work-group */
+} clattn_rr_plan;
+
+/* Chooses kernels and tiles; `views` are the tensors the kernels read with
+ * 16-byte copies on the tensor-core path (their layout decides the path). */
+clattn_status clattn_rr_plan_make(const clattn_context *ctx, const clattn_rr_problem *p,
+                                  clattn_rr_kind kind, const clattn_tensor *const *views,
+                                  int n_views, clattn_rr_plan *out);
+void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *plan, char *buf,
+                       size_t size);
+/* A tensor as kernel arguments (buffer or NULL, then its clattn_rr_view). */
+void clattn_rr_arg(clattn_args *a, const clattn_tensor *t);
+/* Checks t (4-d, named `name`) against `ref`: same shape on the axes in
+ * `axes_mask` (bit i = axis i) and the same dtype. */
+clattn_status clattn_rr_check_like(const clattn_tensor *t, const char *name,
+                                   const clattn_tensor *ref, const char *ref_name,
+                                   unsigned axes_mask);
+/* Checks q1/k1/v-shaped inputs and fills the problem's shape (q: [Z, Hq, Nq, D],
+ * k: [Z, Hkv, Nk, D]), window, scale, causal. */
+clattn_status clattn_rr_problem_init(clattn_rr_problem *p, const clattn_tensor *q,
+                                     const char *qname, const clattn_tensor *k,
+                                     const char *kname, int window, float scale, int causal);
+/* Rotary settings and positions ([N] or [Z, N] i32, absent allowed). */
+clattn_status clattn_rr_rotary_init(clattn_rr_problem *p, const clattn_tensor *q_pos,
+                                    const clattn_tensor *k_pos, float theta, int layout);
+
+/* Test hook (process-wide): 0 auto; 1 portable kernels only; 2 tensor-core
+ * kernels with the PTX emulated in local memory, where the shape allows. */
+void clattn_rerope_force_path(int path);
+
+/* ------------------------------------------------------------------ unfused reference (lib/baseline.c) */
+
+/* Floats per staged K/V slab of the CLBlast reference (default 2^28); tests
+ * lower it to exercise the rounds over sequences. */
+extern int64_t clattn_baseline_stage_limit;
 
 #endif /* CLATTN_INTERNAL_H */

@@ -233,7 +233,19 @@ static clattn_status build(clattn_context *ctx, const char *file, const char *op
     clReleaseProgram(prog);
     return s;
   }
-  clattn_log(ctx, CLATTN_LOG_DEBUG, "clattn: built %s [%s]", file, options);
+  if (ctx->opts.log && ctx->opts.log_level >= CLATTN_LOG_DEBUG) {
+    /* compiler remarks (NVIDIA: registers and spills with -cl-nv-verbose) */
+    size_t n = 0;
+    clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
+    char *log = malloc(n + 1);
+    if (log) {
+      log[0] = '\0';
+      clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, n, log, NULL);
+      log[n] = '\0';
+      clattn_log(ctx, CLATTN_LOG_DEBUG, "clattn: built %s [%s]\n%s", file, options, log);
+      free(log);
+    }
+  }
   if (path[0]) save_binary(ctx, prog, path);
   *out = prog;
   return CLATTN_SUCCESS;
@@ -254,7 +266,10 @@ clattn_status clattn_kernel_get(clattn_context *ctx, const char *file, const cha
   char opts[4096];
   char feat[256];
   clattn_feature_options(ctx, feat, sizeof feat);
-  int n = snprintf(opts, sizeof opts, "-cl-std=CL1.2 %s%s", options, feat);
+  /* CLATTN_BUILD_OPTIONS: extra compiler options for developers (e.g. -cl-nv-verbose) */
+  const char *extra = getenv("CLATTN_BUILD_OPTIONS");
+  int n = snprintf(opts, sizeof opts, "-cl-std=CL1.2 %s%s%s%s", options, feat, extra ? " " : "",
+                   extra ? extra : "");
   if (n < 0 || (size_t)n >= sizeof opts)
     return clattn_fail(CLATTN_INVALID_ARGUMENT, "%s: build options too long", file);
   size_t klen = strlen(file) + 1 + strlen(opts) + 1;

@@ -14,7 +14,7 @@ typedef struct plan {
   int kv_cap;        /* keys a sequence can hold */
   int page_size, num_pages, max_pages;
   int kv_q, kv_groups, fnuz; /* quantized K/V: 0 none, 1 int4, 2 fp8 */
-  bool paged, varlen, causal, bias, aligned;
+  bool paged, varlen, causal, bias, aligned, lane_keys;
   clattn_dtype qdt, kvdt, odt;
   size_t part_o_elems, lse_offset_bytes, ws_bytes;
 } plan;
@@ -194,9 +194,15 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
   pl->nrb = (int)div_up(pl->rows > 0 ? pl->rows : 1, pl->RB);
   pl->WG = t->decode_wg;
   while (pl->WG < pl->D / 8) pl->WG *= 2; /* one row of chunks must fit */
+  /* whole warps / wavefronts: the native lane paths use every lane */
+  while (ctx->profile.simd_width > 1 && pl->WG % (int)ctx->profile.simd_width) pl->WG *= 2;
   if ((size_t)pl->WG > ctx->profile.max_work_group_size)
     return clattn_fail(CLATTN_UNSUPPORTED, "decode needs %d work-items per group; the device allows %zu",
                        pl->WG, ctx->profile.max_work_group_size);
+
+  /* a key's lanes read it together where the lane sum is cheap (see cl/lanes.clh) */
+  const int nc = pl->D / 8;
+  pl->lane_keys = t->decode_lane_keys && (nc & (nc - 1)) == 0 && pl->WG % nc == 0;
 
   /* split count: fill the compute units unless fixed */
   const int64_t groups = (int64_t)pl->B * pl->Hkv * pl->nrb;
@@ -225,10 +231,11 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
 static void decode_options(const plan *pl, bool split, char *buf, size_t size) {
   snprintf(buf, size,
            "-DQ_DT=%s -DKV_DT=%s -DO_DT=%s -DD=%d -DWG=%d -DRB=%d -DKV_Q=%d -DKV_GROUPS=%d "
-           "-DFP8_FNUZ=%d -DALIGNED=%d -DPAGED=%d -DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DSPLIT=%d",
+           "-DFP8_FNUZ=%d -DALIGNED=%d -DPAGED=%d -DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DSPLIT=%d "
+           "-DLANE_KEYS=%d",
            clattn_dtype_cl(pl->qdt), clattn_dtype_cl(pl->kv_q ? CLATTN_F32 : pl->kvdt),
            clattn_dtype_cl(pl->odt), pl->D, pl->WG, pl->RB, pl->kv_q, pl->kv_groups, pl->fnuz,
-           pl->aligned, pl->paged, pl->varlen, pl->causal, pl->bias, split);
+           pl->aligned, pl->paged, pl->varlen, pl->causal, pl->bias, split, pl->lane_keys);
 }
 
 clattn_status clattn_decode_workspace_size(clattn_context *ctx, const clattn_decode_params *params,
@@ -410,8 +417,9 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.WG = wgs[i];
     EMIT(pl, 0);
   }
-  for (int flags = 1; flags < 16; flags++) {
+  for (int flags = 1; flags < 32; flags++) {
     plan pl = base;
+    pl.lane_keys = (flags >> 4) & 1;
     pl.paged = flags & 1;
     pl.varlen = (flags >> 1) & 1;
     pl.causal = (flags >> 2) & 1;
@@ -423,6 +431,7 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     plan pl = base;
     pl.kv_q = 1;
     pl.kv_groups = g;
+    pl.lane_keys = g >= 4;
     pl.paged = g == 2;
     EMIT(pl, g & 1);
   }
@@ -430,6 +439,7 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     plan pl = base;
     pl.kv_q = 2;
     pl.fnuz = fnuz;
+    pl.lane_keys = !fnuz;
     pl.varlen = fnuz;
     EMIT(pl, 1);
   }

@@ -451,6 +451,42 @@ static void test_out_of_range(void) {
   run_case(&c);
 }
 
+/* The lane-per-chunk score pass (the GPU rows' choice) with its portable lane
+ * sum: the twin that NVIDIA's shfl.sync and AMD's ds_bpermute sums are
+ * compared against when the suite runs there with and without CLATTN_PORTABLE. */
+static void test_lane_keys(void) {
+  const int saved = fx.ctx->tuning.decode_lane_keys, saved_wg = fx.ctx->tuning.decode_wg;
+  fx.ctx->tuning.decode_lane_keys = 1;
+  static const int dims[] = {8, 64, 128, 256};
+  for (int i = 0; i < 4; i++) {
+    dcase c = base();
+    c.D = dims[i];
+    c.qdt = c.kvdt = c.odt = i == 2 ? CLATTN_BF16 : CLATTN_F16;
+    c.Mq = i == 1 ? 3 : 1;
+    c.causal = i == 1;
+    c.bias = i == 3;
+    run_case(&c);
+  }
+  static const int32_t lens[] = {0, 1, 300, 97};
+  dcase c = base();
+  c.B = 4;
+  c.Nkv = 300;
+  c.kv_len = lens;
+  c.page_size = 16;
+  run_case(&c);
+  static const int32_t lens_bad[] = {300, 1, 0, 97}; /* sequence 0 reaches its bad page */
+  c.kv_len = lens_bad;
+  c.bad_entry = 2;
+  run_case(&c);
+  fx.ctx->tuning.decode_wg = 128;
+  c = base();
+  c.Hq = c.Hkv = 4;
+  c.splits = 3;
+  run_case(&c);
+  fx.ctx->tuning.decode_lane_keys = saved;
+  fx.ctx->tuning.decode_wg = saved_wg;
+}
+
 void add_decode_error_tests(CU_pSuite s); /* test_decode_errors.c */
 
 int main(void) {
@@ -469,5 +505,6 @@ int main(void) {
   CU_add_test(s, "paged shared prefix pages, causal", test_paged_shared_causal);
   CU_add_test(s, "varlen queries, dense and paged", test_varlen);
   CU_add_test(s, "block table out of range", test_out_of_range);
+  CU_add_test(s, "lane-per-chunk score pass", test_lane_keys);
   return run_suites();
 }

@@ -87,11 +87,11 @@ static void test_tuning(void) {
   CU_ASSERT(!clattn_tuning_set(&w, "no_such_key", 1));
   CHECK_OK(clattn_tuning_write(&w, path));
   FILE *f = fopen(path, "a");
-  fprintf(f, "bogus=12\ndecode_block_n=-5\n# comment\n");
+  fprintf(f, "bogus=12\ndecode_max_splits=-5\n# comment\n");
   fclose(f);
   clattn_tuning_lookup(&p, path, &t);
   CU_ASSERT_EQUAL(t.decode_wg, 256);
-  CU_ASSERT_EQUAL(t.decode_block_n, w.decode_block_n);
+  CU_ASSERT_EQUAL(t.decode_max_splits, w.decode_max_splits);
   remove(path);
 }
 

@@ -1,0 +1,9 @@
+# Source on the lent GPU machine: registers the NVIDIA OpenCL driver with the
+# ICD loader and unpacks the runtime libraries carried in .debs/ (CLBlast,
+# CUnit) so build-gpu/ binaries run. Selects the NVIDIA device for clattn.
+echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
+for f in .debs/*.deb; do dpkg -x "$f" /tmp/x; done
+export LD_LIBRARY_PATH=/tmp/x/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export CLATTN_DEVICE=${CLATTN_DEVICE:-NVIDIA}
+export CLATTN_KERNEL_DIR=$PWD/cl
+export CLATTN_CACHE_DIR=/tmp/clattn-cache
