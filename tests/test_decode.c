@@ -488,11 +488,13 @@ static void test_lane_keys(void) {
 }
 
 void add_decode_error_tests(CU_pSuite s); /* test_decode_errors.c */
+void add_decode_quant_tests(CU_pSuite s); /* test_decode_quant.c */
 
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("decode", fixture_init, fixture_cleanup);
   add_decode_error_tests(s);
+  add_decode_quant_tests(s);
   CU_add_test(s, "dtypes q/kv/o in f32 f16 bf16", test_dtypes);
   CU_add_test(s, "head dims 8 64 80 128 256", test_head_dims);
   CU_add_test(s, "heads MHA GQA MQA", test_heads);

@@ -1,0 +1,178 @@
+/* Decode reading int4 and fp8 K/V directly: equals decode (double reference)
+ * on the same cache dequantized on the host, dense and paged, with the
+ * features decode has (GQA, varlen lengths, causal, bias, lse, split-K). */
+#include "common.h"
+#include "internal.h"
+#include "ref.h"
+#include "ref_quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct qcase {
+  clattn_dtype kvdt; /* CLATTN_INT4, CLATTN_FP8, CLATTN_FP8_FNUZ */
+  int groups;        /* int4 */
+  int page_size;     /* 0: dense */
+  int Mq, causal, bias, splits;
+  int lane_keys;
+} qcase;
+
+static void run_qcase(const qcase *c) {
+  const int B = 3, Hq = 8, Hkv = 2, D = 64, N = 100, Mq = c->Mq;
+  const int32_t kv_len[3] = {100, 37, 0};
+  const bool fp8 = c->kvdt != CLATTN_INT4;
+  const int fnuz = c->kvdt == CLATTN_FP8_FNUZ;
+  const int X = fp8 ? D / 4 : c->groups + D / 8;
+  char name[160];
+  CASE_NAME(name, "decode kv=%s%s%d page=%d Mq=%d%s%s split=%d lanes=%d", clattn_dtype_name(c->kvdt),
+            fp8 ? "" : " g", fp8 ? 0 : c->groups, c->page_size, Mq, c->causal ? " causal" : "",
+            c->bias ? " bias" : "", c->splits, c->lane_keys);
+
+  /* logical rows [B][N][Hkv] quantized on the host, and their dequantized values */
+  const size_t rows = (size_t)B * N * Hkv;
+  uint32_t *kw = malloc(rows * X * 4), *vw = malloc(rows * X * 4);
+  uint32_t *kss = calloc(rows, 4), *vss = calloc(rows, 4);
+  double *kd = malloc(rows * D * sizeof(double)), *vd = malloc(rows * D * sizeof(double));
+  float *x = malloc(D * sizeof(float));
+  for (int which = 0; which < 2; which++) {
+    uint32_t *w = which ? vw : kw, *ss = which ? vss : kss;
+    double *deq = which ? vd : kd;
+    for (size_t r = 0; r < rows; r++) {
+      for (int d = 0; d < D; d++) x[d] = (float)(rng_normal() * (1 + (r % 5)));
+      if (fp8) {
+        ref_fp8_quantize_row(x, D, fnuz, w + r * X, ss + r);
+        ref_fp8_dequantize_row(w + r * X, ss[r], D, fnuz, deq + r * D);
+      } else {
+        ref_int4_quantize_row(x, D, c->groups, w + r * X);
+        ref_int4_dequantize_row(w + r * X, D, c->groups, deq + r * D);
+      }
+    }
+  }
+  const size_t nq = (size_t)B * Mq * Hq * D;
+  double *q = malloc(nq * sizeof(double)), *o_ref = malloc(nq * sizeof(double)),
+         *o = malloc(nq * sizeof(double));
+  for (size_t i = 0; i < nq; i++) q[i] = (float)rng_normal();
+  double *bias = NULL;
+  if (c->bias) {
+    bias = malloc(sizeof(double) * B * Hq * Mq * N);
+    for (size_t i = 0; i < (size_t)B * Hq * Mq * N; i++) bias[i] = (float)rng_normal();
+  }
+  double lse_ref[3 * 8 * 4], lse[3 * 8 * 4];
+  ref_decode_args ra = {B, Mq, Hq, Hkv, D, N, q, kd, vd, bias, kv_len, NULL,
+                        1.0 / sqrt((double)D), c->causal, o_ref, lse_ref};
+  ref_decode(&ra);
+
+  /* device cache: dense [B, N, Hkv, X] or paged [pages, ps, Hkv, X] with a shuffled table */
+  const int ps = c->page_size;
+  const int max_pages = ps ? (N + ps - 1) / ps : 0, num_pages = ps ? B * max_pages : 0;
+  int32_t *table = NULL;
+  uint32_t *dk = kw, *dv = vw, *dks = kss, *dvs = vss;
+  if (ps) {
+    table = malloc(sizeof(int32_t) * num_pages);
+    for (int i = 0; i < num_pages; i++) table[i] = i;
+    for (int i = num_pages - 1; i > 0; i--) {
+      int j = rng_int(0, i), t = table[i];
+      table[i] = table[j];
+      table[j] = t;
+    }
+    const size_t prow = (size_t)num_pages * ps * Hkv;
+    dk = calloc(prow * X, 4), dv = calloc(prow * X, 4), dks = calloc(prow, 4), dvs = calloc(prow, 4);
+    for (int b = 0; b < B; b++)
+      for (int j = 0; j < N; j++) {
+        const size_t src = ((size_t)b * N + j) * Hkv;
+        const size_t dst = ((size_t)table[b * max_pages + j / ps] * ps + j % ps) * Hkv;
+        memcpy(dk + dst * X, kw + src * X, (size_t)Hkv * X * 4);
+        memcpy(dv + dst * X, vw + src * X, (size_t)Hkv * X * 4);
+        memcpy(dks + dst, kss + src, (size_t)Hkv * 4);
+        memcpy(dvs + dst, vss + src, (size_t)Hkv * 4);
+      }
+  }
+  const int64_t outer = ps ? num_pages : B, inner = ps ? ps : N;
+  const size_t nrow = (size_t)outer * inner * Hkv;
+  cl_mem km = buf_from_i32((const int32_t *)dk, nrow * X), vm = buf_from_i32((const int32_t *)dv, nrow * X);
+  cl_mem ksm = buf_from_i32((const int32_t *)dks, nrow), vsm = buf_from_i32((const int32_t *)dvs, nrow);
+  cl_mem qm = buf_from(q, nq, CLATTN_F32), om = buf_poison(nq * 4), lm = buf_poison(sizeof lse / 2);
+  cl_mem lenm = buf_from_i32(kv_len, B), tm = NULL, bm = NULL;
+  clattn_decode_params p;
+  memset(&p, 0, sizeof p);
+  p.q = clattn_tensor_4d(qm, 0, CLATTN_F32, B, Mq, Hq, D);
+  p.o = clattn_tensor_4d(om, 0, CLATTN_F32, B, Mq, Hq, D);
+  p.k = clattn_tensor_4d(km, 0, c->kvdt, outer, inner, Hkv, X);
+  p.v = clattn_tensor_4d(vm, 0, c->kvdt, outer, inner, Hkv, X);
+  if (fp8) {
+    p.maybe_k_scale_shift = clattn_tensor_3d(ksm, 0, CLATTN_I32, outer, inner, Hkv);
+    p.maybe_v_scale_shift = clattn_tensor_3d(vsm, 0, CLATTN_I32, outer, inner, Hkv);
+  }
+  p.kv_groups = fp8 ? 0 : c->groups;
+  p.maybe_kv_len = clattn_tensor_1d(lenm, 0, CLATTN_I32, B);
+  p.maybe_lse = clattn_tensor_3d(lm, 0, CLATTN_F32, B, Hq, Mq);
+  if (ps) {
+    tm = buf_from_i32(table, num_pages);
+    p.maybe_block_table = clattn_tensor_2d(tm, 0, CLATTN_I32, B, max_pages);
+  }
+  if (bias) {
+    const int cap = ps ? max_pages * ps : N;
+    double *wide = calloc((size_t)B * Hq * Mq * cap, sizeof(double));
+    for (size_t r = 0; r < (size_t)B * Hq * Mq; r++) memcpy(wide + r * cap, bias + r * N, sizeof(double) * N);
+    bm = buf_from(wide, (size_t)B * Hq * Mq * cap, CLATTN_F32);
+    free(wide);
+    p.maybe_bias = clattn_tensor_4d(bm, 0, CLATTN_F32, B, Hq, Mq, cap);
+  }
+  p.causal = c->causal;
+  p.num_splits = c->splits;
+  const int saved = fx.ctx->tuning.decode_lane_keys;
+  fx.ctx->tuning.decode_lane_keys = c->lane_keys;
+  CHECK_OK(clattn_decode(fx.ctx, fx.queue, &p, 0, NULL, NULL));
+  fx.ctx->tuning.decode_lane_keys = saved;
+  buf_read(om, 0, nq, CLATTN_F32, o);
+  buf_read(lm, 0, (size_t)B * Hq * Mq, CLATTN_F32, lse);
+  /* Same dequantized values on both sides: only f32 arithmetic differs
+   * (dequantizing fma, dot products, exp2): a few 1e-6 relative, margin 10x. */
+  check_close(name, o, o_ref, nq, 5e-5, 5e-5);
+  check_close(name, lse, lse_ref, (size_t)B * Hq * Mq, 5e-5, 5e-6);
+
+  buf_release(&km), buf_release(&vm), buf_release(&ksm), buf_release(&vsm), buf_release(&qm);
+  buf_release(&om), buf_release(&lm), buf_release(&lenm), buf_release(&tm), buf_release(&bm);
+  if (ps) free(dk), free(dv), free(dks), free(dvs);
+  free(kw), free(vw), free(kss), free(vss), free(kd), free(vd), free(x), free(q), free(o_ref);
+  free(o), free(bias), free(table);
+}
+
+static void test_int4(void) {
+  for (int g = 1; g <= 8; g *= 2) {
+    qcase c = {CLATTN_INT4, g, 0, 1, 0, 0, 0, 0};
+    c.page_size = g == 2 ? 16 : 0;
+    c.splits = g == 4 ? 3 : 0;
+    run_qcase(&c);
+  }
+}
+
+static void test_fp8(void) {
+  qcase c = {CLATTN_FP8, 1, 0, 1, 0, 0, 0, 0};
+  run_qcase(&c);
+  c.kvdt = CLATTN_FP8_FNUZ;
+  c.page_size = 16;
+  run_qcase(&c);
+}
+
+static void test_features(void) {
+  qcase c = {CLATTN_INT4, 2, 16, 4, 1, 1, 5, 0};
+  run_qcase(&c);
+  c.kvdt = CLATTN_FP8;
+  c.page_size = 0;
+  c.splits = 1;
+  run_qcase(&c);
+  c.lane_keys = 1; /* the lane-per-chunk score pass reads the same formats */
+  run_qcase(&c);
+  c.kvdt = CLATTN_INT4;
+  c.groups = 8;
+  c.page_size = 16;
+  run_qcase(&c);
+}
+
+void add_decode_quant_tests(CU_pSuite s) {
+  CU_add_test(s, "quantized K/V: int4 g1 g2 g4 g8", test_int4);
+  CU_add_test(s, "quantized K/V: fp8 e4m3fn and fnuz", test_fp8);
+  CU_add_test(s, "quantized K/V: causal, bias, paged, lanes", test_features);
+}
