@@ -50,6 +50,9 @@
 #ifndef KU
 #define KU 4 /* key rows in flight per work-item in the LANE_KEYS score pass */
 #endif
+#ifndef KSTAGE
+#define KSTAGE 0 /* 1: each K tile is first copied to local memory with coalesced loads (aligned float K) */
+#endif
 #ifndef KV_Q
 #define KV_Q 0 /* 0: float K/V; 1: int4; 2: fp8 */
 #endif
@@ -86,26 +89,39 @@
 #define OUT_DT O_DT
 #endif
 
+/* K/V chunk loads. KV_RAW8 gives the 8 values of chunk c before the row's
+ * affine map and KV_SS its (scale, shift): quantized rows fold the map into
+ * the dot products and accumulators (scale * sum q.code + shift * sum q)
+ * instead of dequantizing every element. KV_LOAD8 is the dequantized chunk.
+ *   float: the values, (1, 0)
+ *   int4:  the codes 0..15, the group's scale-shift word (first KV_GROUPS words)
+ *   fp8:   the E4M3 values, the row's word from its own tensor (rss) */
 #if KV_Q == 0
 #define KV_ELT ELT(KV_DT)
 #if ALIGNED
-#define KV_LOAD8(p, row, c, ss) LD8A(KV_DT, p, (row) + (c)*8)
+#define KV_RAW8(p, row, c) LD8A(KV_DT, p, (row) + (c)*8)
 #else
-#define KV_LOAD8(p, row, c, ss) LD8(KV_DT, p, (row) + (c)*8)
+#define KV_RAW8(p, row, c) LD8(KV_DT, p, (row) + (c)*8)
 #endif
+#define KV_SS(p, row, c, rss) ((float2)(1.0f, 0.0f))
+#define KV_LOAD8(p, row, c, rss) KV_RAW8(p, row, c)
 #else
 #define KV_ELT uint
 #if KV_Q == 1
-/* int4 row: KV_GROUPS scale-shift words, then one code word per 8 elements. */
-inline float8 int4_load8(__global const uint *p, long row, int c) {
-  const float2 ss = scale_shift_unpack(p[row + c / (NC / KV_GROUPS)]);
-  return int4_dequant8(p[row + KV_GROUPS + c], ss.x, ss.y);
-}
-#define KV_LOAD8(p, row, c, ss) int4_load8(p, row, c)
+#define KV_RAW8(p, row, c) int4_codes8((p)[(row) + KV_GROUPS + (c)])
+#define KV_SS(p, row, c, rss) scale_shift_unpack((p)[(row) + (c) / (NC / KV_GROUPS)])
 #else
-/* fp8 row: two words per 8 elements; the row's scale-shift comes from its own tensor. */
-#define KV_LOAD8(p, row, c, ss) fp8_dequant8(vload2(0, (p) + (row) + 2 * (c)), (ss).x, (ss).y)
+#define KV_RAW8(p, row, c) fp8_values8(vload2(0, (p) + (row) + 2 * (c)))
+#define KV_SS(p, row, c, rss) (rss)
 #endif
+inline float8 affine8(float8 x, float2 ss) { return fma(x, (float8)(ss.x), (float8)(ss.y)); }
+#define KV_LOAD8(p, row, c, rss) affine8(KV_RAW8(p, row, c), KV_SS(p, row, c, rss))
+#endif
+/* scale-shift groups per row (each NC / NG chunks) */
+#if KV_Q == 1
+#define NG KV_GROUPS
+#else
+#define NG 1
 #endif
 
 /* Raises the tile's running max of a row with this work-item's score. Native
@@ -126,6 +142,37 @@ inline float8 int4_load8(__global const uint *p, long row, int c) {
 #define simd_max_or_self(x) simd_max(x)
 #else
 #define simd_max_or_self(x) (x)
+#endif
+
+#if KSTAGE && KV_Q
+/* A staged quantized K row: its int32 words, the row stride odd so that the
+ * work-items reading different rows hit different banks. */
+#if KV_Q == 1
+#define KQ_X (KV_GROUPS + NC)
+#else
+#define KQ_X (2 * NC)
+#endif
+#define KQ_STRIDE (KQ_X | 1)
+#elif KSTAGE
+/* A staged K row: 16-byte words, 8 elements each for f16/bf16, 4 for f32.
+ * One word of padding per row keeps a quarter-warp's reads of different rows
+ * on different banks. */
+#define KE_f32 4
+#define KE_f16 8
+#define KE_bf16 8
+#define KWORD_ELEMS CAT(KE_, KV_DT)
+#define KW (D / KWORD_ELEMS)
+#define KSTRIDE (KW + 1)
+inline float8 kword8_f32(__local const uint4 *row, int c) {
+  return (float8)(as_float4(row[2 * c]), as_float4(row[2 * c + 1]));
+}
+inline float8 kword8_bf16(__local const uint4 *row, int c) { return bf16x8_to_float8(row[c]); }
+inline float8 kword8_f16(__local const uint4 *row, int c) {
+  const uint4 w = row[c];
+  return (float8)(half2_bits_to_float2(w.x), half2_bits_to_float2(w.y), half2_bits_to_float2(w.z),
+                  half2_bits_to_float2(w.w));
+}
+#define kstaged8(row, c) CAT(kword8_, KV_DT)((row), (c))
 #endif
 
 /* Order-preserving map of floats to ints, so atomic_max on ints is a float max. */
@@ -191,6 +238,14 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
   __local float s_l[2][RB][WG];
   __local int tmax_l[2][RB];
   __local float l_l[RB];
+#if KSTAGE && KV_Q
+  __local uint kq_l[WG * KQ_STRIDE];
+#elif KSTAGE
+  __local uint4 k_l[WG * KSTRIDE];
+#endif
+#if KV_Q
+  __local float qsum_l[RB * NG]; /* sum of each row's (scaled) q over each scale group */
+#endif
 
   for (int i = tid; i < RB * D; i += WG) {
     const int r = i / D, d = i % D, rr = r0 + r;
@@ -204,13 +259,27 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
     tmax_l[1][tid] = ord_of(-INFINITY);
   }
   barrier(CLK_LOCAL_MEM_FENCE);
+#if KV_Q
+  if (tid < RB * NG) {
+    float sum = 0.0f;
+    for (int d = 0; d < D / NG; d++) sum += q_l[(tid / NG) * D + (tid % NG) * (D / NG) + d];
+    qsum_l[tid] = sum;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 
   float m_run[RB], l_run[RB];
   float8 acc[RB];
+#if KV_Q
+  float sh[RB]; /* sum of p * shift: the V rows' shifts, added to all 8 columns at the end */
+#endif
   for (int r = 0; r < RB; r++) {
     m_run[r] = -INFINITY;
     l_run[r] = 0.0f;
     acc[r] = (float8)(0.0f);
+#if KV_Q
+    sh[r] = 0.0f;
+#endif
   }
   const int ks = tid / NC, c = tid % NC;
 
@@ -272,6 +341,35 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
       }
     }
 #else
+#if KSTAGE && KV_Q
+    /* 0. the tile's quantized K rows into local memory, word by word:
+     * consecutive work-items read consecutive words of a row (coalesced) */
+#pragma unroll
+    for (int i = tid; i < WG * KQ_X; i += WG) {
+      const int jj = i / KQ_X, w = i % KQ_X, jk = t0 + jj;
+      uint val = 0u;
+      if (jk < hi) {
+        const long row = kv_row(&kl, &pg, b, jk, hk);
+        if (row >= 0) val = k[row + w];
+      }
+      kq_l[jj * KQ_STRIDE + w] = val;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#elif KSTAGE
+    /* 0. the tile's K rows into local memory: consecutive work-items read
+     * consecutive words of a row (coalesced), all KW loads in flight */
+#pragma unroll
+    for (int i = tid; i < WG * KW; i += WG) {
+      const int jj = i / KW, w = i % KW, jk = t0 + jj;
+      uint4 val = (uint4)(0u);
+      if (jk < hi) {
+        const long row = kv_row(&kl, &pg, b, jk, hk);
+        if (row >= 0) val = *(const __global uint4 *)(k + row + w * KWORD_ELEMS);
+      }
+      k_l[jj * KSTRIDE + w] = val;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
     /* 1. scores of key t0 + tid, read whole by this work-item */
     const int j = t0 + tid;
     float sc[RB];
@@ -288,13 +386,33 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
 #endif
         float sdot[RB];
         for (int r = 0; r < RB; r++) sdot[r] = 0.0f;
+        for (int g = 0; g < NG; g++) {
+          float part[RB];
+          for (int r = 0; r < RB; r++) part[r] = 0.0f;
 #pragma unroll
-        for (int cc = 0; cc < NC; cc++) {
-          const float8 kk = KV_LOAD8(k, row, cc, kss);
-          for (int r = 0; r < RB; r++) {
-            const float8 qq = vload8(0, q_l + r * D + cc * 8);
-            sdot[r] += dot(qq.lo, kk.lo) + dot(qq.hi, kk.hi);
+          for (int cc = g * (NC / NG); cc < (g + 1) * (NC / NG); cc++) {
+#if KSTAGE && KV_Q
+            const float8 kk = KV_RAW8(kq_l, tid * KQ_STRIDE, cc);
+#elif KSTAGE
+            const float8 kk = kstaged8(k_l + tid * KSTRIDE, cc);
+#else
+            const float8 kk = KV_RAW8(k, row, cc);
+#endif
+            for (int r = 0; r < RB; r++) {
+              const float8 qq = vload8(0, q_l + r * D + cc * 8);
+              part[r] += dot(qq.lo, kk.lo) + dot(qq.hi, kk.hi);
+            }
           }
+#if KV_Q
+#if KSTAGE
+          const float2 ss = KV_SS(kq_l, tid * KQ_STRIDE, g * (NC / NG), kss);
+#else
+          const float2 ss = KV_SS(k, row, g * (NC / NG), kss);
+#endif
+          for (int r = 0; r < RB; r++) sdot[r] += ss.x * part[r] + ss.y * qsum_l[r * NG + g];
+#else
+          for (int r = 0; r < RB; r++) sdot[r] += part[r];
+#endif
         }
         for (int r = 0; r < RB; r++) {
           float s = sdot[r];
@@ -323,6 +441,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
       if (m_new != -INFINITY) alpha = exp2(m_run[r] - m_new); /* 0 when m_run is -inf */
       acc[r] *= alpha;
       l_run[r] *= alpha;
+#if KV_Q
+      sh[r] *= alpha;
+#endif
       m_run[r] = m_new;
       s_l[par][r][tid] = (sc == -INFINITY) ? 0.0f : exp2(sc - m_new);
     }
@@ -336,6 +457,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
     if (ks < NS) {
       for (int jj0 = ks; jj0 < WG && t0 + jj0 < hi; jj0 += NS * VU) {
         float8 vv[VU];
+        float2 vs[VU];
         float p[VU][RB];
 #pragma unroll
         for (int u = 0; u < VU; u++) {
@@ -348,25 +470,35 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
           }
           const long row = (any != 0.0f) ? kv_row(&vl, &pg, b, t0 + jj, hk) : -1;
           vv[u] = (float8)(0.0f);
+          vs[u] = (float2)(0.0f);
           if (row >= 0) {
 #if KV_Q == 2
             const float2 vss = scale_shift_unpack(v_ss[kv_row(&vssl, &pg, b, t0 + jj, hk)]);
 #else
             const float2 vss = (float2)(0.0f);
 #endif
-            vv[u] = KV_LOAD8(v, row, c, vss);
+            vv[u] = KV_RAW8(v, row, c);
+            vs[u] = KV_SS(v, row, c, vss);
           }
         }
 #pragma unroll
         for (int u = 0; u < VU; u++)
           for (int r = 0; r < RB; r++) {
+#if KV_Q
+            acc[r] += (p[u][r] * vs[u].x) * vv[u];
+            sh[r] += p[u][r] * vs[u].y;
+#else
             acc[r] += p[u][r] * vv[u];
+#endif
             l_run[r] += p[u][r];
           }
       }
     }
   }
 
+#if KV_Q
+  for (int r = 0; r < RB; r++) acc[r] += (float8)(sh[r]);
+#endif
   /* Combine the key subsets: same running max, so sums simply add. */
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int s = 0; s < NS; s++) {

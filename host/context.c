@@ -163,8 +163,12 @@ void clattn_feature_options(const clattn_context *ctx, char *buf, size_t size) {
   /* CLATTN_PORTABLE=1 in the environment forces the portable twins (tests use it). */
   const char *portable = getenv("CLATTN_PORTABLE");
   bool fast = !(portable && portable[0] == '1');
-  snprintf(buf, size, " -DCLATTN_NV_PTX=%d -DCLATTN_AMD=%d -DCLATTN_SIMD=%u -DCLATTN_FP64=%d",
-           fast && ctx->profile.has_nv_ptx, fast && ctx->profile.has_amd_builtins,
+  /* NVIDIA compute capability from the arch key "nvidia-smXY" (0 elsewhere) */
+  unsigned sm = 0;
+  if (sscanf(ctx->profile.arch, "nvidia-sm%u", &sm) != 1) sm = 0;
+  snprintf(buf, size,
+           " -DCLATTN_NV_PTX=%d -DCLATTN_NV_SM=%u -DCLATTN_AMD=%d -DCLATTN_SIMD=%u -DCLATTN_FP64=%d",
+           fast && ctx->profile.has_nv_ptx, sm, fast && ctx->profile.has_amd_builtins,
            ctx->profile.simd_width, ctx->profile.has_fp64);
 }
 

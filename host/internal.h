@@ -70,6 +70,8 @@ typedef struct clattn_tuning {
   int decode_min_keys_per_split;
   int decode_max_splits;
   int decode_lane_keys;   /* scores with a key's lanes reading it together (see cl/lanes.clh) */
+  int decode_kstage;      /* float K tiles staged in local memory with coalesced loads */
+  int decode_kstage_quant; /* the same for int4 / fp8 K (their rows are read word by word) */
   /* merge */
   int merge_wg;
   /* rerope (forward / backward) */
@@ -237,7 +239,8 @@ typedef enum clattn_rr_kind { CLATTN_RR_FWD = 0, CLATTN_RR_BWD = 1 } clattn_rr_k
 typedef struct clattn_rr_plan {
   int mma;            /* tensor-core kernels (cl/rerope_mma.clh) */
   int emulate;        /* ... with the PTX emulated (tests on CPUs) */
-  int bm, bn, wg, ct; /* tiles and work-group */
+  int bm, bn, wg, ct; /* tiles (-DBM, -DBN) and work-group */
+  int q_rows, k_rows; /* rows per work-group: queries (forward, dq), keys (dk/dv) */
 } clattn_rr_plan;
 
 /* Chooses kernels and tiles; `views` are the tensors the kernels read with

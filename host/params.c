@@ -15,26 +15,28 @@ typedef struct row {
 } row;
 
 /* Rows per family, so a new field is added in one place. */
-#define DECODE(wg, per_cu, min_keys, max_splits, lane_keys)                                   \
+#define DECODE(wg, per_cu, min_keys, max_splits, lane_keys, kstage, kstage_quant)             \
   .decode_wg = (wg), .decode_splits_per_cu = (per_cu), .decode_min_keys_per_split = (min_keys), \
-  .decode_max_splits = (max_splits), .decode_lane_keys = (lane_keys)
+  .decode_max_splits = (max_splits), .decode_lane_keys = (lane_keys), .decode_kstage = (kstage), \
+  .decode_kstage_quant = (kstage_quant)
 #define RROPE(bm, bn, wg, mma) .rerope_block_m = (bm), .rerope_block_n = (bn), .rerope_wg = (wg), .rerope_use_mma = (mma)
 #define OTHERS(merge, quant) .merge_wg = (merge), .quant_wg = (quant)
 
 static const row table[] = {
-    /* Hopper / Ampere: 132 SMs, bandwidth-bound decode wants ~4 resident groups
-     * per SM. A work-item per key beat 16 lanes per key with shfl.sync sums
-     * (H200: 2.9 against 1.9 TB/s). */
-    {"nvidia-sm9", {DECODE(128, 4, 256, 128, 0), RROPE(64, 64, 128, 1), OTHERS(128, 256)}},
-    {"nvidia-sm8", {DECODE(128, 4, 256, 128, 0), RROPE(64, 64, 128, 1), OTHERS(128, 256)}},
-    {"nvidia", {DECODE(128, 4, 256, 128, 0), RROPE(32, 32, 128, 0), OTHERS(128, 256)}},
+    /* Hopper / Ampere (H200 measurements): 2 groups per SM as the split target
+     * (4 gave 2.5 against 2.6 TB/s at B=64, ctx=4096); a work-item per key beat
+     * 16 lanes per key with shfl.sync sums (2.9 against 1.9 TB/s) and K tiles
+     * staged in local memory (2.3 TB/s; int4 4.9 against 3.6 ms). */
+    {"nvidia-sm9", {DECODE(128, 2, 256, 128, 0, 0, 0), RROPE(64, 64, 128, 1), OTHERS(128, 256)}},
+    {"nvidia-sm8", {DECODE(128, 2, 256, 128, 0, 0, 0), RROPE(64, 64, 128, 1), OTHERS(128, 256)}},
+    {"nvidia", {DECODE(128, 2, 256, 128, 0, 0, 0), RROPE(32, 32, 128, 0), OTHERS(128, 256)}},
     /* CDNA (wave64) and RDNA (wave32): unmeasured, NVIDIA's choices */
-    {"amd-gfx9", {DECODE(256, 4, 256, 128, 0), RROPE(32, 32, 256, 0), OTHERS(256, 256)}},
-    {"amd-gfx1", {DECODE(128, 4, 256, 128, 0), RROPE(32, 32, 128, 0), OTHERS(128, 256)}},
+    {"amd-gfx9", {DECODE(256, 4, 256, 128, 0, 0, 0), RROPE(32, 32, 256, 0), OTHERS(256, 256)}},
+    {"amd-gfx1", {DECODE(128, 2, 256, 128, 0, 0, 0), RROPE(32, 32, 128, 0), OTHERS(128, 256)}},
     /* CPUs: few compute units; a work-item per key needs no barriers */
-    {"pocl-cpu", {DECODE(64, 2, 64, 64, 0), RROPE(16, 16, 64, 0), OTHERS(64, 64)}},
-    {"intel-cpu", {DECODE(64, 2, 64, 64, 0), RROPE(16, 16, 64, 0), OTHERS(64, 64)}},
-    {"", {DECODE(64, 2, 128, 64, 0), RROPE(16, 16, 64, 0), OTHERS(64, 64)}}, /* generic */
+    {"pocl-cpu", {DECODE(64, 2, 64, 64, 0, 0, 0), RROPE(16, 16, 64, 0), OTHERS(64, 64)}},
+    {"intel-cpu", {DECODE(64, 2, 64, 64, 0, 0, 0), RROPE(16, 16, 64, 0), OTHERS(64, 64)}},
+    {"", {DECODE(64, 2, 128, 64, 0, 0, 0), RROPE(16, 16, 64, 0), OTHERS(64, 64)}}, /* generic */
 };
 #undef DECODE
 #undef RROPE
@@ -46,7 +48,7 @@ static const struct {
   size_t off;
 } fields[] = {
     FIELD(decode_wg),      FIELD(decode_splits_per_cu), FIELD(decode_min_keys_per_split),
-    FIELD(decode_max_splits), FIELD(decode_lane_keys), FIELD(merge_wg),
+    FIELD(decode_max_splits), FIELD(decode_lane_keys), FIELD(decode_kstage), FIELD(decode_kstage_quant), FIELD(merge_wg),
     FIELD(rerope_block_m), FIELD(rerope_block_n), FIELD(rerope_wg),
     FIELD(rerope_use_mma), FIELD(quant_wg),
 };

@@ -14,7 +14,7 @@ typedef struct plan {
   int kv_cap;        /* keys a sequence can hold */
   int page_size, num_pages, max_pages;
   int kv_q, kv_groups, fnuz; /* quantized K/V: 0 none, 1 int4, 2 fp8 */
-  bool paged, varlen, causal, bias, aligned, lane_keys;
+  bool paged, varlen, causal, bias, aligned, lane_keys, kstage;
   clattn_dtype qdt, kvdt, odt;
   size_t part_o_elems, lse_offset_bytes, ws_bytes;
 } plan;
@@ -204,6 +204,15 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
   const int nc = pl->D / 8;
   pl->lane_keys = t->decode_lane_keys && (nc & (nc - 1)) == 0 && pl->WG % nc == 0;
 
+  /* K tiles staged in local memory (aligned float K, or quantized K) when the
+   * tile fits beside the rest; the lane-per-chunk pass reads K coalesced already */
+  const size_t es = clattn_dtype_size(pl->kvdt);
+  const size_t kstage_bytes = pl->kv_q ? (size_t)pl->WG * (row_width(pl) | 1) * 4
+                                       : (size_t)pl->WG * (pl->D * es / 16 + 1) * 16;
+  const size_t other_bytes = (size_t)pl->RB * (pl->D + 2 * pl->WG + 3 + pl->kv_groups) * 4;
+  const bool want = pl->kv_q ? t->decode_kstage_quant : (t->decode_kstage && pl->aligned);
+  pl->kstage = want && !pl->lane_keys && kstage_bytes + other_bytes <= ctx->profile.local_mem_bytes;
+
   /* split count: fill the compute units unless fixed */
   const int64_t groups = (int64_t)pl->B * pl->Hkv * pl->nrb;
   if (p->num_splits > 0) {
@@ -232,10 +241,10 @@ static void decode_options(const plan *pl, bool split, char *buf, size_t size) {
   snprintf(buf, size,
            "-DQ_DT=%s -DKV_DT=%s -DO_DT=%s -DD=%d -DWG=%d -DRB=%d -DKV_Q=%d -DKV_GROUPS=%d "
            "-DFP8_FNUZ=%d -DALIGNED=%d -DPAGED=%d -DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DSPLIT=%d "
-           "-DLANE_KEYS=%d",
+           "-DLANE_KEYS=%d -DKSTAGE=%d",
            clattn_dtype_cl(pl->qdt), clattn_dtype_cl(pl->kv_q ? CLATTN_F32 : pl->kvdt),
            clattn_dtype_cl(pl->odt), pl->D, pl->WG, pl->RB, pl->kv_q, pl->kv_groups, pl->fnuz,
-           pl->aligned, pl->paged, pl->varlen, pl->causal, pl->bias, split, pl->lane_keys);
+           pl->aligned, pl->paged, pl->varlen, pl->causal, pl->bias, split, pl->lane_keys, pl->kstage);
 }
 
 clattn_status clattn_decode_workspace_size(clattn_context *ctx, const clattn_decode_params *params,
@@ -402,6 +411,8 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
         pl.kvdt = fl[j];
         pl.aligned = al;
         EMIT(pl, i == j);
+        pl.kstage = al; /* staged K needs aligned rows */
+        EMIT(pl, i != j);
       }
   static const int dims[] = {8, 64, 80, 96, 128, 256};
   static const int rbs[] = {1, 2, 8};
@@ -434,6 +445,9 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.lane_keys = g >= 4;
     pl.paged = g == 2;
     EMIT(pl, g & 1);
+    pl.lane_keys = 0;
+    pl.kstage = 1;
+    EMIT(pl, g & 2);
   }
   for (int fnuz = 0; fnuz < 2; fnuz++) {
     plan pl = base;
@@ -442,6 +456,9 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.lane_keys = !fnuz;
     pl.varlen = fnuz;
     EMIT(pl, 1);
+    pl.lane_keys = 0;
+    pl.kstage = 1;
+    EMIT(pl, fnuz);
   }
 #undef EMIT
 }

@@ -487,6 +487,32 @@ static void test_lane_keys(void) {
   fx.ctx->tuning.decode_wg = saved_wg;
 }
 
+/* K tiles staged through local memory (a GPU row's choice), every float dtype. */
+static void test_kstage(void) {
+  const int saved = fx.ctx->tuning.decode_kstage;
+  fx.ctx->tuning.decode_kstage = 1;
+  static const clattn_dtype dts[] = {CLATTN_F32, CLATTN_F16, CLATTN_BF16};
+  for (int i = 0; i < 3; i++) {
+    dcase c = base();
+    c.kvdt = dts[i];
+    c.D = i == 0 ? 64 : 128;
+    c.Mq = 2;
+    c.causal = 1;
+    c.bias = i == 1;
+    run_case(&c);
+  }
+  static const int32_t lens[] = {300, 0, 1, 97};
+  dcase c = base();
+  c.B = 4;
+  c.Nkv = 300;
+  c.kv_len = lens;
+  c.page_size = 16;
+  c.kvdt = CLATTN_F16;
+  c.bad_entry = 1;
+  run_case(&c);
+  fx.ctx->tuning.decode_kstage = saved;
+}
+
 void add_decode_error_tests(CU_pSuite s); /* test_decode_errors.c */
 void add_decode_quant_tests(CU_pSuite s); /* test_decode_quant.c */
 
@@ -508,5 +534,6 @@ int main(void) {
   CU_add_test(s, "varlen queries, dense and paged", test_varlen);
   CU_add_test(s, "block table out of range", test_out_of_range);
   CU_add_test(s, "lane-per-chunk score pass", test_lane_keys);
+  CU_add_test(s, "K tiles staged in local memory", test_kstage);
   return run_suites();
 }

@@ -16,6 +16,7 @@ typedef struct qcase {
   int page_size;     /* 0: dense */
   int Mq, causal, bias, splits;
   int lane_keys;
+  int kstage; /* K rows staged word by word in local memory */
 } qcase;
 
 static void run_qcase(const qcase *c) {
@@ -25,9 +26,9 @@ static void run_qcase(const qcase *c) {
   const int fnuz = c->kvdt == CLATTN_FP8_FNUZ;
   const int X = fp8 ? D / 4 : c->groups + D / 8;
   char name[160];
-  CASE_NAME(name, "decode kv=%s%s%d page=%d Mq=%d%s%s split=%d lanes=%d", clattn_dtype_name(c->kvdt),
-            fp8 ? "" : " g", fp8 ? 0 : c->groups, c->page_size, Mq, c->causal ? " causal" : "",
-            c->bias ? " bias" : "", c->splits, c->lane_keys);
+  CASE_NAME(name, "decode kv=%s%s%d page=%d Mq=%d%s%s split=%d lanes=%d kstage=%d",
+            clattn_dtype_name(c->kvdt), fp8 ? "" : " g", fp8 ? 0 : c->groups, c->page_size, Mq,
+            c->causal ? " causal" : "", c->bias ? " bias" : "", c->splits, c->lane_keys, c->kstage);
 
   /* logical rows [B][N][Hkv] quantized on the host, and their dequantized values */
   const size_t rows = (size_t)B * N * Hkv;
@@ -121,10 +122,11 @@ static void run_qcase(const qcase *c) {
   }
   p.causal = c->causal;
   p.num_splits = c->splits;
-  const int saved = fx.ctx->tuning.decode_lane_keys;
+  const clattn_tuning saved = fx.ctx->tuning;
   fx.ctx->tuning.decode_lane_keys = c->lane_keys;
+  fx.ctx->tuning.decode_kstage_quant = c->kstage;
   CHECK_OK(clattn_decode(fx.ctx, fx.queue, &p, 0, NULL, NULL));
-  fx.ctx->tuning.decode_lane_keys = saved;
+  fx.ctx->tuning = saved;
   buf_read(om, 0, nq, CLATTN_F32, o);
   buf_read(lm, 0, (size_t)B * Hq * Mq, CLATTN_F32, lse);
   /* Same dequantized values on both sides: only f32 arithmetic differs
@@ -171,8 +173,21 @@ static void test_features(void) {
   run_qcase(&c);
 }
 
+static void test_kstage(void) {
+  for (int g = 1; g <= 8; g *= 2) {
+    qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, 0, 0, 1};
+    run_qcase(&c);
+  }
+  qcase c = {CLATTN_FP8, 1, 16, 3, 1, 1, 4, 0, 1};
+  run_qcase(&c);
+  c.kvdt = CLATTN_FP8_FNUZ;
+  c.page_size = 0;
+  run_qcase(&c);
+}
+
 void add_decode_quant_tests(CU_pSuite s) {
   CU_add_test(s, "quantized K/V: int4 g1 g2 g4 g8", test_int4);
   CU_add_test(s, "quantized K/V: fp8 e4m3fn and fnuz", test_fp8);
   CU_add_test(s, "quantized K/V: causal, bias, paged, lanes", test_features);
+  CU_add_test(s, "quantized K/V: K rows staged in local memory", test_kstage);
 }
