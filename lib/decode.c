@@ -238,13 +238,15 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
 }
 
 static void decode_options(const plan *pl, bool split, char *buf, size_t size) {
+  char page[32] = ""; /* a paged kernel is built for its page size (no runtime division) */
+  if (pl->paged) snprintf(page, sizeof page, " -DKV_PAGE_SIZE=%d", pl->page_size);
   snprintf(buf, size,
            "-DQ_DT=%s -DKV_DT=%s -DO_DT=%s -DD=%d -DWG=%d -DRB=%d -DKV_Q=%d -DKV_GROUPS=%d "
            "-DFP8_FNUZ=%d -DALIGNED=%d -DPAGED=%d -DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DSPLIT=%d "
-           "-DLANE_KEYS=%d -DKSTAGE=%d",
+           "-DLANE_KEYS=%d -DKSTAGE=%d%s",
            clattn_dtype_cl(pl->qdt), clattn_dtype_cl(pl->kv_q ? CLATTN_F32 : pl->kvdt),
            clattn_dtype_cl(pl->odt), pl->D, pl->WG, pl->RB, pl->kv_q, pl->kv_groups, pl->fnuz,
-           pl->aligned, pl->paged, pl->varlen, pl->causal, pl->bias, split, pl->lane_keys, pl->kstage);
+           pl->aligned, pl->paged, pl->varlen, pl->causal, pl->bias, split, pl->lane_keys, pl->kstage, page);
 }
 
 clattn_status clattn_decode_workspace_size(clattn_context *ctx, const clattn_decode_params *params,
@@ -411,7 +413,7 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
         pl.kvdt = fl[j];
         pl.aligned = al;
         EMIT(pl, i == j);
-        pl.kstage = al; /* staged K needs aligned rows */
+        pl.kstage = al && fl[j] != CLATTN_F32; /* aligned rows; an f32 tile exceeds 64 KiB */
         EMIT(pl, i != j);
       }
   static const int dims[] = {8, 64, 80, 96, 128, 256};
@@ -430,6 +432,7 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
   }
   for (int flags = 1; flags < 32; flags++) {
     plan pl = base;
+    pl.page_size = (flags & 1) ? 16 + 32 * (flags & 2) : 0; /* 16 and 80 */
     pl.lane_keys = (flags >> 4) & 1;
     pl.paged = flags & 1;
     pl.varlen = (flags >> 1) & 1;
@@ -444,6 +447,7 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.kv_groups = g;
     pl.lane_keys = g >= 4;
     pl.paged = g == 2;
+    pl.page_size = pl.paged ? 48 : 0;
     EMIT(pl, g & 1);
     pl.lane_keys = 0;
     pl.kstage = 1;
