@@ -1,0 +1,388 @@
+/* ReRoPE windowed attention (cl/rerope.cl): validation, planning (portable
+ * or tensor-core kernels, tile sizes that fit local memory) and the forward
+ * launch, explicit and rotary. The backward's host is lib/rerope_bwd.c. */
+#include "internal.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+static atomic_int forced_path; /* clattn_rerope_force_path */
+
+void clattn_rerope_force_path(int path) { atomic_store(&forced_path, path); }
+
+/* ---------------------------------------------------------------- views and arguments */
+
+static clattn_rr_view view_of(const clattn_tensor *t) {
+  clattn_rr_view v = {0, 0, 0, 0, 0};
+  if (!t || !clattn_present(t)) return v;
+  v.off = clattn_elem_offset(t);
+  switch (t->ndim) {
+  case 4:
+    v.z = t->stride[0], v.h = t->stride[1], v.n = t->stride[2], v.d = t->stride[3];
+    break;
+  case 3:
+    v.z = t->stride[0], v.h = t->stride[1], v.n = t->stride[2];
+    break; /* lse [Z, H, N] */
+  case 2:
+    v.z = t->stride[0], v.n = t->stride[1];
+    break; /* positions [Z, N] */
+  case 1:
+    v.n = t->stride[0];
+    break; /* positions [N] */
+  }
+  return v;
+}
+
+void clattn_rr_arg(clattn_args *a, const clattn_tensor *t) {
+  const bool present = t && clattn_present(t);
+  clattn_arg_mem(a, present ? t->buf : NULL);
+  clattn_rr_view v = view_of(t);
+  clattn_arg(a, sizeof v, &v);
+}
+
+/* ---------------------------------------------------------------- validation */
+
+clattn_status clattn_rr_check_like(const clattn_tensor *t, const char *name,
+                                   const clattn_tensor *ref, const char *ref_name,
+                                   unsigned axes_mask) {
+  CLATTN_TRY(clattn_check_tensor(t, name, 4, CLATTN_FLOAT_DTYPES));
+  if (t->dtype != ref->dtype)
+    return clattn_fail(CLATTN_INVALID_ARGUMENT, "%s.dtype (%s) differs from %s.dtype (%s)", name,
+                       clattn_dtype_name(t->dtype), ref_name, clattn_dtype_name(ref->dtype));
+  char what[64];
+  for (int i = 0; i < 4; i++) {
+    if (!(axes_mask & (1u << i))) continue;
+    snprintf(what, sizeof what, "%s.shape[%d]", ref_name, i);
+    CLATTN_TRY(clattn_check_dim(t, name, i, ref->shape[i], what));
+  }
+  return CLATTN_SUCCESS;
+}
+
+clattn_status clattn_rr_problem_init(clattn_rr_problem *p, const clattn_tensor *q,
+                                     const char *qname, const clattn_tensor *k, const char *kname,
+                                     int window, float scale, int causal) {
+  memset(p, 0, sizeof *p);
+  CLATTN_TRY(clattn_check_tensor(q, qname, 4, CLATTN_FLOAT_DTYPES));
+  CLATTN_TRY(clattn_rr_check_like(k, kname, q, qname, 0x9u)); /* Z and D */
+  for (int i = 0; i < 3; i++)
+    if (q->shape[i] > INT_MAX || k->shape[i] > INT_MAX)
+      return clattn_fail(CLATTN_UNSUPPORTED, "%s or %s: dimension %d exceeds INT_MAX", qname, kname,
+                         i);
+  p->Z = (int)q->shape[0];
+  p->Hq = (int)q->shape[1];
+  p->Nq = (int)q->shape[2];
+  p->D = (int)q->shape[3];
+  p->Hkv = (int)k->shape[1];
+  p->Nk = (int)k->shape[2];
+  p->dtype = q->dtype;
+  if (p->D % 8 || p->D < 8 || p->D > 256)
+    return clattn_fail(CLATTN_UNSUPPORTED,
+                       "%s.shape[3]: head dim D = %d is not supported (a multiple of 8 up to 256)",
+                       qname, p->D);
+  if (p->Hkv == 0 ? p->Hq != 0 : p->Hq % p->Hkv != 0)
+    return clattn_fail(CLATTN_INVALID_SHAPE,
+                       "%s.shape[1] (Hkv = %d) must divide %s.shape[1] (Hq = %d)", kname, p->Hkv,
+                       qname, p->Hq);
+  if (window < 0) return clattn_fail(CLATTN_INVALID_ARGUMENT, "window (%d) is negative", window);
+  if (!isfinite(scale))
+    return clattn_fail(CLATTN_INVALID_ARGUMENT, "scale (%g) is not finite", (double)scale);
+  p->args.Hq = p->Hq;
+  p->args.G = p->Hkv ? p->Hq / p->Hkv : 1;
+  p->args.Nq = p->Nq;
+  p->args.Nk = p->Nk;
+  p->args.window = window;
+  p->args.causal = causal != 0;
+  p->args.scale = scale != 0.0f ? scale : (float)(1.0 / sqrt((double)p->D));
+  p->args.log2_theta = 0.0f;
+  return CLATTN_SUCCESS;
+}
+
+static clattn_status check_pos(const clattn_tensor *t, const char *name, const clattn_rr_problem *p,
+                               int n, const char *n_what) {
+  if (!clattn_present(t)) return CLATTN_SUCCESS;
+  const int nd = t->ndim == 1 ? 1 : 2;
+  CLATTN_TRY(clattn_check_tensor(t, name, nd, CLATTN_DT(CLATTN_I32)));
+  if (nd == 2) CLATTN_TRY(clattn_check_dim(t, name, 0, p->Z, "the batch Z"));
+  return clattn_check_dim(t, name, nd - 1, n, n_what);
+}
+
+clattn_status clattn_rr_rotary_init(clattn_rr_problem *p, const clattn_tensor *q_pos,
+                                    const clattn_tensor *k_pos, float theta, int layout) {
+  if (theta == 0.0f) theta = 10000.0f;
+  if (!(theta > 1.0f) || !isfinite(theta))
+    return clattn_fail(CLATTN_INVALID_ARGUMENT, "rope_theta (%g) must be finite and > 1",
+                       (double)theta);
+  if (layout != CLATTN_ROPE_NEOX && layout != CLATTN_ROPE_INTERLEAVED)
+    return clattn_fail(CLATTN_INVALID_ARGUMENT, "rope_layout (%d) is not a clattn_rope_layout",
+                       layout);
+  CLATTN_TRY(check_pos(q_pos, "maybe_q_pos", p, p->Nq, "Nq of q"));
+  CLATTN_TRY(check_pos(k_pos, "maybe_k_pos", p, p->Nk, "Nk of k"));
+  p->rotary = 1;
+  p->q_pos = clattn_present(q_pos) ? q_pos : NULL;
+  p->k_pos = clattn_present(k_pos) ? k_pos : NULL;
+  p->args.rope_interleaved = layout == CLATTN_ROPE_INTERLEAVED;
+  p->args.log2_theta = (float)log2((double)theta);
+  return CLATTN_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- planning */
+
+/* Whether the build options will carry -DCLATTN_NV_PTX=1 (the profile, and
+ * CLATTN_PORTABLE=1 forcing the portable twins). */
+static bool nv_ptx_active(const clattn_context *ctx) {
+  char feat[256];
+  clattn_feature_options(ctx, feat, sizeof feat);
+  return strstr(feat, "CLATTN_NV_PTX=1") != NULL;
+}
+
+/* Local memory of the portable kernels; mirrors the __local arrays of
+ * cl/rerope.cl (fwd) and cl/rerope_bwd.cl (bwd: the larger of dkdv and dq). */
+static size_t portable_local_bytes(const clattn_rr_problem *p, clattn_rr_kind kind, int bm, int bn,
+                                   int ct) {
+  const size_t es = clattn_dtype_size(p->dtype), ldt = (size_t)p->D + (es == 4 ? 1 : 2);
+  if (kind == CLATTN_RR_FWD)
+    return es * ldt * (2 * (size_t)bm + 3 * (size_t)bn) + 4 * (size_t)bm * (bn + 1) +
+           4 * (size_t)bm * ct + 4 * ((size_t)bm + bn);
+  const size_t tiles = es * ldt * (3 * (size_t)bm + 3 * (size_t)bn) + 4 * (3 * (size_t)bm + bn);
+  const size_t dkdv = tiles + 3 * 4 * (size_t)bn * (bm + 1);
+  const size_t dq = tiles + 2 * 4 * (size_t)bm * (bn + 1);
+  return dkdv > dq ? dkdv : dq;
+}
+
+static clattn_status plan_portable(const clattn_context *ctx, const clattn_rr_problem *p,
+                                   clattn_rr_kind kind, clattn_rr_plan *pl) {
+  /* CT work-items share a score row; each owns whole rotary pairs of the head dim. */
+  const int ct = (p->D / 2) % 8 == 0 ? 8 : 4;
+  int bm = ctx->tuning.rerope_block_m, bn = ctx->tuning.rerope_block_n;
+  int wg = ctx->tuning.rerope_wg;
+  /* powers of two, at least CT, and a work-group that divides every tile */
+  int x = ct;
+  while (x < bm) x *= 2;
+  bm = x;
+  x = ct;
+  while (x < bn) x *= 2;
+  bn = x;
+  const size_t budget = ctx->profile.local_mem_bytes > 512 ? ctx->profile.local_mem_bytes - 512 : 0;
+  while (portable_local_bytes(p, kind, bm, bn, ct) > budget) {
+    if (bn >= bm && bn > ct)
+      bn /= 2;
+    else if (bm > ct)
+      bm /= 2;
+    else
+      return clattn_fail(CLATTN_UNSUPPORTED,
+                         "rerope: head dim %d does not fit the device's %llu bytes of local memory",
+                         p->D, (unsigned long long)ctx->profile.local_mem_bytes);
+  }
+  int rt = wg / ct;
+  if (rt < 1) rt = 1;
+  while (rt & (rt - 1)) rt &= rt - 1; /* a power of two: it divides the tiles */
+  while (rt > bm || rt > bn) rt /= 2;
+  while ((size_t)(rt * ct) > ctx->profile.max_work_group_size && rt > 1) rt /= 2;
+  pl->mma = 0;
+  pl->bm = pl->q_rows = bm;
+  pl->bn = pl->k_rows = bn;
+  pl->ct = ct;
+  pl->wg = rt * ct;
+  return CLATTN_SUCCESS;
+}
+
+/* The tensor-core kernels read every input with 16-byte copies. */
+static bool aligned16(const clattn_tensor *t) {
+  if (t->stride[3] != 1 || t->offset % 16) return false;
+  for (int i = 0; i < 3; i++)
+    if (t->stride[i] % 8) return false;
+  return true;
+}
+
+/* Tensor-core kernels: 4 warps of 16 query rows (the m16n8k16 fragment
+ * height), key tiles of 64 (32 for wide heads: registers and local memory). */
+static bool plan_mma(const clattn_context *ctx, const clattn_rr_problem *p, clattn_rr_kind kind,
+                     const clattn_tensor *const *views, int n_views, bool emulate,
+                     clattn_rr_plan *pl) {
+  /* backward: the dk1, dk2, dv accumulators and the K/V tiles of 64 keys fit the
+   * registers and 48 KiB up to D = 64 */
+  if (p->dtype == CLATTN_F32 || p->D % 16 || p->D > (kind == CLATTN_RR_FWD ? 128 : 64))
+    return false;
+  for (int i = 0; i < n_views; i++)
+    if (!aligned16(views[i])) return false;
+  pl->mma = 1;
+  pl->emulate = emulate;
+  pl->wg = 128;
+  pl->ct = 8;
+  const size_t row = 2 * ((size_t)p->D + 8), emu = emulate ? 2 * 4 * 8 * (size_t)pl->wg : 0;
+  size_t bytes;
+  if (kind == CLATTN_RR_FWD) {
+    pl->bm = pl->q_rows = 64;
+    pl->bn = p->D <= 64 ? 64 : 32;
+    bytes = 3 * pl->bn * row + 4 * ((size_t)pl->bm + pl->bn) + emu;
+  } else { /* dq: 64 query rows, key tiles of 32; dk/dv: 64 keys, query tiles of 32 */
+    pl->q_rows = pl->k_rows = 64;
+    pl->bm = pl->bn = 32;
+    const size_t dq = 3 * pl->bn * row + 4 * (64 + (size_t)pl->bn);
+    const size_t dkdv = 3 * 64 * row + 3 * pl->bm * row + 4 * (3 * (size_t)pl->bm + 64);
+    bytes = (dq > dkdv ? dq : dkdv) + emu;
+  }
+  return bytes <= ctx->profile.local_mem_bytes &&
+         (size_t)pl->wg <= ctx->profile.max_work_group_size;
+}
+
+clattn_status clattn_rr_plan_make(const clattn_context *ctx, const clattn_rr_problem *p,
+                                  clattn_rr_kind kind, const clattn_tensor *const *views,
+                                  int n_views, clattn_rr_plan *out) {
+  memset(out, 0, sizeof *out);
+  const int forced = atomic_load(&forced_path);
+  const bool ptx = nv_ptx_active(ctx);
+  /* forced tensor-core kernels run the real PTX where it exists, the emulation elsewhere */
+  const bool fast = forced == 2 || (forced == 0 && ctx->tuning.rerope_use_mma && ptx);
+  if (fast && plan_mma(ctx, p, kind, views, n_views, !ptx, out)) return CLATTN_SUCCESS;
+  memset(out, 0, sizeof *out);
+  return plan_portable(ctx, p, kind, out);
+}
+
+void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *pl, char *buf,
+                       size_t size) {
+  snprintf(buf, size, "-DDT=%s -DD=%d -DROTARY=%d -DBM=%d -DBN=%d -DWG=%d -DCT=%d -DRR_MMA=%d%s",
+           clattn_dtype_cl(p->dtype), p->D, p->rotary, pl->bm, pl->bn, pl->wg, pl->ct, pl->mma,
+           pl->emulate ? " -DRR_MMA_EMULATE=1 -cl-opt-disable" : "");
+}
+
+/* ---------------------------------------------------------------- forward */
+
+static clattn_status launch_fwd(clattn_context *ctx, cl_command_queue queue,
+                                const clattn_rr_problem *p, const clattn_tensor *q1,
+                                const clattn_tensor *q2, const clattn_tensor *k1,
+                                const clattn_tensor *k2, const clattn_tensor *v,
+                                const clattn_tensor *o, const clattn_tensor *lse, cl_uint num_wait,
+                                const cl_event *wait, cl_event *event) {
+  const clattn_tensor *views[] = {q1, q2, k1, k2, v};
+  clattn_rr_plan pl;
+  CLATTN_TRY(clattn_rr_plan_make(ctx, p, CLATTN_RR_FWD, views, 5, &pl));
+  char opts[256];
+  clattn_rr_options(p, &pl, opts, sizeof opts);
+  static const char *name = "clattn_rerope_fwd";
+  cl_kernel k = NULL;
+  CLATTN_TRY(clattn_kernel_get(ctx, "rerope.cl", opts, name, &k));
+  clattn_args a = clattn_args_begin(k);
+  clattn_rr_arg(&a, q1);
+  clattn_rr_arg(&a, q2);
+  clattn_rr_arg(&a, k1);
+  clattn_rr_arg(&a, k2);
+  clattn_rr_arg(&a, v);
+  clattn_rr_arg(&a, o);
+  clattn_rr_arg(&a, lse);
+  clattn_rr_arg(&a, p->q_pos);
+  clattn_rr_arg(&a, p->k_pos);
+  clattn_arg(&a, sizeof p->args, &p->args);
+  clattn_status s = clattn_args_end(&a, name);
+  if (s == CLATTN_SUCCESS) {
+    const size_t blocks = ((size_t)p->Nq + pl.q_rows - 1) / pl.q_rows;
+    size_t local[3] = {(size_t)pl.wg, 1, 1};
+    size_t global[3] = {blocks * pl.wg, (size_t)p->Hq, (size_t)p->Z};
+    s = clattn_launch(ctx, queue, k, name, 3, global, local, num_wait, wait, event);
+  }
+  clReleaseKernel(k);
+  return s;
+}
+
+clattn_status clattn_rerope_fwd(clattn_context *ctx, cl_command_queue queue,
+                                const clattn_rerope_params *params, cl_uint num_wait,
+                                const cl_event *wait_list, cl_event *event) {
+  if (!params) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
+  CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
+  const clattn_rerope_params *p = params;
+  clattn_rr_problem pr;
+  CLATTN_TRY(
+      clattn_rr_problem_init(&pr, &p->q1, "q1", &p->k1, "k1", p->window, p->scale, p->causal));
+  CLATTN_TRY(clattn_rr_check_like(&p->q2, "q2", &p->q1, "q1", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(&p->k2, "k2", &p->k1, "k1", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(&p->v, "v", &p->k1, "k1", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(&p->o, "o", &p->q1, "q1", 0xfu));
+  if (clattn_present(&p->maybe_lse)) {
+    CLATTN_TRY(clattn_check_tensor(&p->maybe_lse, "maybe_lse", 3, CLATTN_DT(CLATTN_F32)));
+    for (int i = 0; i < 3; i++)
+      CLATTN_TRY(clattn_check_dim(&p->maybe_lse, "maybe_lse", i, p->q1.shape[i], "q1.shape[0..2]"));
+  }
+  return launch_fwd(ctx, queue, &pr, &p->q1, &p->q2, &p->k1, &p->k2, &p->v, &p->o, &p->maybe_lse,
+                    num_wait, wait_list, event);
+}
+
+clattn_status clattn_rerope_rotary_fwd(clattn_context *ctx, cl_command_queue queue,
+                                       const clattn_rerope_rotary_params *params, cl_uint num_wait,
+                                       const cl_event *wait_list, cl_event *event) {
+  if (!params) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
+  CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
+  const clattn_rerope_rotary_params *p = params;
+  clattn_rr_problem pr;
+  CLATTN_TRY(clattn_rr_problem_init(&pr, &p->q, "q", &p->k, "k", p->window, p->scale, p->causal));
+  CLATTN_TRY(clattn_rr_check_like(&p->v, "v", &p->k, "k", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(&p->o, "o", &p->q, "q", 0xfu));
+  if (clattn_present(&p->maybe_lse)) {
+    CLATTN_TRY(clattn_check_tensor(&p->maybe_lse, "maybe_lse", 3, CLATTN_DT(CLATTN_F32)));
+    for (int i = 0; i < 3; i++)
+      CLATTN_TRY(clattn_check_dim(&p->maybe_lse, "maybe_lse", i, p->q.shape[i], "q.shape[0..2]"));
+  }
+  CLATTN_TRY(
+      clattn_rr_rotary_init(&pr, &p->maybe_q_pos, &p->maybe_k_pos, p->rope_theta, p->rope_layout));
+  /* The kernel reads raw q (and k) through its q1 (k1) argument. */
+  return launch_fwd(ctx, queue, &pr, &p->q, &p->q, &p->k, &p->k, &p->v, &p->o, &p->maybe_lse,
+                    num_wait, wait_list, event);
+}
+
+/* ---------------------------------------------------------------- variants */
+
+/* The planner's own choices for AMD-like devices (64 KiB of local memory,
+ * the tuning rows of CDNA and RDNA), over dtypes, head dims (with CT 4 and 8)
+ * and both variants; plus the tensor-core kernels with the PTX emulated,
+ * which are plain OpenCL C and so compile anywhere. */
+void clattn_rerope_variants(clattn_variant_fn fn, void *priv) {
+  /* every shape on CDNA (wave64 rows), the first two on RDNA (another work-group size) */
+  static const struct {
+    const char *arch;
+    size_t shapes;
+  } archs[] = {{"amd-gfx90a", 7}, {"amd-gfx1100", 2}};
+  static const struct {
+    clattn_dtype dt;
+    int d, rotary;
+  } shapes[] = {{CLATTN_F32, 64, 0}, {CLATTN_F16, 128, 1},  {CLATTN_BF16, 96, 0},
+                {CLATTN_F16, 8, 1},  {CLATTN_BF16, 256, 1}, {CLATTN_F32, 24, 1},
+                {CLATTN_F16, 256, 0}};
+  char opts[256], last[2][256] = {"", ""};
+  for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
+    clattn_context ctx;
+    memset(&ctx, 0, sizeof ctx);
+    snprintf(ctx.profile.arch, sizeof ctx.profile.arch, "%s", archs[a].arch);
+    ctx.profile.local_mem_bytes = 65536;
+    ctx.profile.max_work_group_size = 1024;
+    clattn_tuning_lookup(&ctx.profile, NULL, &ctx.tuning);
+    for (size_t i = 0; i < archs[a].shapes && i < sizeof shapes / sizeof shapes[0]; i++) {
+      clattn_rr_problem p;
+      memset(&p, 0, sizeof p);
+      p.dtype = shapes[i].dt;
+      p.D = shapes[i].d;
+      p.rotary = shapes[i].rotary;
+      for (int kind = 0; kind < 2; kind++) {
+        clattn_rr_plan pl;
+        memset(&pl, 0, sizeof pl);
+        if (plan_portable(&ctx, &p, (clattn_rr_kind)kind, &pl) != CLATTN_SUCCESS) continue;
+        clattn_rr_options(&p, &pl, opts, sizeof opts);
+        if (strcmp(opts, last[kind]) == 0) continue;
+        snprintf(last[kind], sizeof last[kind], "%s", opts);
+        fn(priv, kind == CLATTN_RR_FWD ? "rerope.cl" : "rerope_bwd.cl", opts);
+      }
+    }
+  }
+  clattn_rr_problem p;
+  memset(&p, 0, sizeof p);
+  p.dtype = CLATTN_F16;
+  p.D = 64;
+  clattn_rr_plan pl = {1, 1, 64, 64, 128, 8, 64, 64};
+  clattn_rr_options(&p, &pl, opts, sizeof opts);
+  fn(priv, "rerope.cl", opts);
+  pl.bm = pl.bn = 32;
+  p.rotary = 1;
+  clattn_rr_options(&p, &pl, opts, sizeof opts);
+  fn(priv, "rerope_bwd.cl", opts);
+}

@@ -1,0 +1,179 @@
+/* ReRoPE windowed attention, backward (cl/rerope_bwd.cl): validation, the
+ * delta workspace, and the three launches (delta, dk/dv over key blocks, dq
+ * over query blocks). Deterministic: no float atomics anywhere. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+size_t clattn_rerope_bwd_workspace_size(int64_t Z, int64_t Hq, int64_t Nq) {
+  if (Z <= 0 || Hq <= 0 || Nq <= 0) return 0;
+  return (size_t)Z * (size_t)Hq * (size_t)Nq * sizeof(float);
+}
+
+/* The tensors of one backward call; the rotary variant passes q, k as q1/q2, k1/k2. */
+typedef struct bwd_tensors {
+  const clattn_tensor *q1, *q2, *k1, *k2, *v, *o, *lse, *dout;
+  const clattn_tensor *dq1, *dq2, *dk1, *dk2, *dv, *ws;
+} bwd_tensors;
+
+static clattn_status check_lse(const clattn_tensor *lse, const clattn_tensor *q,
+                               const char *qname) {
+  CLATTN_TRY(clattn_check_tensor(lse, "lse", 3, CLATTN_DT(CLATTN_F32)));
+  char what[32];
+  for (int i = 0; i < 3; i++) {
+    snprintf(what, sizeof what, "%s.shape[%d]", qname, i);
+    CLATTN_TRY(clattn_check_dim(lse, "lse", i, q->shape[i], what));
+  }
+  return CLATTN_SUCCESS;
+}
+
+static clattn_status check_workspace(const clattn_tensor *ws, const clattn_rr_problem *p) {
+  if (!clattn_present(ws)) return CLATTN_SUCCESS;
+  CLATTN_TRY(clattn_check_tensor(ws, "maybe_workspace", 1, CLATTN_DT(CLATTN_F32)));
+  const int64_t need = (int64_t)p->Z * p->Hq * p->Nq;
+  if (ws->shape[0] < need || (ws->shape[0] > 1 && ws->stride[0] != 1))
+    return clattn_fail(CLATTN_INVALID_SHAPE,
+                       "maybe_workspace.shape[0] is %lld (stride %lld): need %lld contiguous f32 "
+                       "(clattn_rerope_bwd_workspace_size)",
+                       (long long)ws->shape[0], (long long)ws->stride[0], (long long)need);
+  return CLATTN_SUCCESS;
+}
+
+/* Marks the delta workspace's place in an argument list (NULL means an absent tensor). */
+static const clattn_tensor delta_slot;
+
+static clattn_status enqueue(clattn_context *ctx, cl_command_queue queue, const char *file,
+                             const char *opts, const char *name, const clattn_tensor *const *ts,
+                             int nts, const clattn_rr_view *extra, cl_mem extra_mem,
+                             const clattn_rr_problem *p, const size_t *global, const size_t *local,
+                             cl_uint num_wait, const cl_event *wait, cl_event *event) {
+  cl_kernel k = NULL;
+  CLATTN_TRY(clattn_kernel_get(ctx, file, opts, name, &k));
+  clattn_args a = clattn_args_begin(k);
+  for (int i = 0; i < nts; i++) {
+    if (ts[i] == &delta_slot) {
+      clattn_arg_mem(&a, extra_mem);
+      clattn_arg(&a, sizeof *extra, extra);
+    } else {
+      clattn_rr_arg(&a, ts[i]);
+    }
+  }
+  clattn_arg(&a, sizeof p->args, &p->args);
+  clattn_status s = clattn_args_end(&a, name);
+  if (s == CLATTN_SUCCESS)
+    s = clattn_launch(ctx, queue, k, name, 3, global, local, num_wait, wait, event);
+  clReleaseKernel(k);
+  return s;
+}
+
+static clattn_status run_bwd(clattn_context *ctx, cl_command_queue queue,
+                             const clattn_rr_problem *p, const bwd_tensors *t, cl_uint num_wait,
+                             const cl_event *wait, cl_event *event) {
+  const clattn_tensor *views[] = {t->q1, t->q2, t->k1, t->k2, t->v, t->dout};
+  clattn_rr_plan pl;
+  CLATTN_TRY(clattn_rr_plan_make(ctx, p, CLATTN_RR_BWD, views, 6, &pl));
+  char opts[256];
+  clattn_rr_options(p, &pl, opts, sizeof opts);
+
+  /* Empty sides need no special case: with Nq = 0 the dk/dv kernel finds no
+   * query tiles and writes zeros, with Nk = 0 the dq kernel does. */
+  cl_mem ws = NULL;
+  bool own_ws = false;
+  int64_t ws_off = 0;
+  const size_t ws_bytes = clattn_rerope_bwd_workspace_size(p->Z, p->Hq, p->Nq);
+  if (clattn_present(t->ws)) {
+    ws = t->ws->buf;
+    ws_off = clattn_elem_offset(t->ws);
+  } else if (ws_bytes) {
+    CLATTN_TRY(clattn_temp_buffer(ctx, ws_bytes, &ws));
+    own_ws = true;
+  }
+  /* delta laid out [Z, Hq, Nq] contiguous */
+  const clattn_rr_view dv = {ws_off, (cl_long)p->Hq * p->Nq, p->Nq, 1, 0};
+
+  cl_event ev_pre = NULL, ev_dkdv = NULL;
+  clattn_status s;
+  {
+    const clattn_tensor *ts[] = {t->o, t->dout, &delta_slot};
+    size_t local[3] = {64, 1, 1};
+    size_t global[3] = {((size_t)p->Nq + 63) / 64 * 64, (size_t)p->Hq, (size_t)p->Z};
+    s = enqueue(ctx, queue, "rerope_bwd.cl", opts, "clattn_rerope_bwd_pre", ts, 3, &dv, ws, p,
+                global, local, num_wait, wait, &ev_pre);
+  }
+  if (s == CLATTN_SUCCESS) {
+    const clattn_tensor *ts[] = {t->q1,       t->q2,  t->k1,  t->k2, t->v,     t->dout, t->lse,
+                                 &delta_slot, t->dk1, t->dk2, t->dv, p->q_pos, p->k_pos};
+    size_t local[3] = {(size_t)pl.wg, 1, 1};
+    size_t global[3] = {((size_t)p->Nk + pl.k_rows - 1) / pl.k_rows * pl.wg, (size_t)p->Hkv,
+                        (size_t)p->Z};
+    s = enqueue(ctx, queue, "rerope_bwd.cl", opts, "clattn_rerope_bwd_dkdv", ts, 13, &dv, ws, p,
+                global, local, 1, &ev_pre, &ev_dkdv);
+  }
+  if (s == CLATTN_SUCCESS) {
+    const clattn_tensor *ts[] = {t->q1,  t->q2,       t->k1,  t->k2,  t->v,     t->dout,
+                                 t->lse, &delta_slot, t->dq1, t->dq2, p->q_pos, p->k_pos};
+    size_t local[3] = {(size_t)pl.wg, 1, 1};
+    size_t global[3] = {((size_t)p->Nq + pl.q_rows - 1) / pl.q_rows * pl.wg, (size_t)p->Hq,
+                        (size_t)p->Z};
+    /* dq depends only on delta; ordering after dkdv keeps one final event on in-order and
+     * out-of-order queues alike. */
+    s = enqueue(ctx, queue, "rerope_bwd.cl", opts, "clattn_rerope_bwd_dq", ts, 12, &dv, ws, p,
+                global, local, 1, &ev_dkdv, event);
+  }
+  if (ev_pre) clReleaseEvent(ev_pre);
+  if (ev_dkdv) clReleaseEvent(ev_dkdv);
+  if (own_ws) clReleaseMemObject(ws); /* freed once the kernels using it finish */
+  return s;
+}
+
+clattn_status clattn_rerope_bwd(clattn_context *ctx, cl_command_queue queue,
+                                const clattn_rerope_bwd_params *params, cl_uint num_wait,
+                                const cl_event *wait_list, cl_event *event) {
+  if (!params) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
+  CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
+  const clattn_rerope_bwd_params *p = params;
+  clattn_rr_problem pr;
+  CLATTN_TRY(
+      clattn_rr_problem_init(&pr, &p->q1, "q1", &p->k1, "k1", p->window, p->scale, p->causal));
+  CLATTN_TRY(clattn_rr_check_like(&p->q2, "q2", &p->q1, "q1", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(&p->k2, "k2", &p->k1, "k1", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(&p->v, "v", &p->k1, "k1", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(&p->o, "o", &p->q1, "q1", 0xfu));
+  CLATTN_TRY(check_lse(&p->lse, &p->q1, "q1"));
+  CLATTN_TRY(clattn_rr_check_like(&p->dout, "dout", &p->q1, "q1", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(&p->dq1, "dq1", &p->q1, "q1", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(&p->dq2, "dq2", &p->q1, "q1", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(&p->dk1, "dk1", &p->k1, "k1", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(&p->dk2, "dk2", &p->k1, "k1", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(&p->dv, "dv", &p->k1, "k1", 0xfu));
+  CLATTN_TRY(check_workspace(&p->maybe_workspace, &pr));
+  bwd_tensors t = {&p->q1,   &p->q2,  &p->k1,  &p->k2,  &p->v,   &p->o,  &p->lse,
+                   &p->dout, &p->dq1, &p->dq2, &p->dk1, &p->dk2, &p->dv, &p->maybe_workspace};
+  return run_bwd(ctx, queue, &pr, &t, num_wait, wait_list, event);
+}
+
+clattn_status clattn_rerope_rotary_bwd(clattn_context *ctx, cl_command_queue queue,
+                                       const clattn_rerope_rotary_bwd_params *params,
+                                       cl_uint num_wait, const cl_event *wait_list,
+                                       cl_event *event) {
+  if (!params) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
+  CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
+  const clattn_rerope_rotary_bwd_params *p = params;
+  clattn_rr_problem pr;
+  CLATTN_TRY(clattn_rr_problem_init(&pr, &p->q, "q", &p->k, "k", p->window, p->scale, p->causal));
+  CLATTN_TRY(clattn_rr_check_like(&p->v, "v", &p->k, "k", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(&p->o, "o", &p->q, "q", 0xfu));
+  CLATTN_TRY(check_lse(&p->lse, &p->q, "q"));
+  CLATTN_TRY(clattn_rr_check_like(&p->dout, "dout", &p->q, "q", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(&p->dq, "dq", &p->q, "q", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(&p->dk, "dk", &p->k, "k", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(&p->dv, "dv", &p->k, "k", 0xfu));
+  CLATTN_TRY(check_workspace(&p->maybe_workspace, &pr));
+  CLATTN_TRY(
+      clattn_rr_rotary_init(&pr, &p->maybe_q_pos, &p->maybe_k_pos, p->rope_theta, p->rope_layout));
+  /* raw q, k travel as q1/q2 and k1/k2; dq, dk come back through dq1 / dk1 */
+  bwd_tensors t = {&p->q,    &p->q,  &p->k,  &p->k,  &p->v,  &p->o,  &p->lse,
+                   &p->dout, &p->dq, &p->dq, &p->dk, &p->dk, &p->dv, &p->maybe_workspace};
+  return run_bwd(ctx, queue, &pr, &t, num_wait, wait_list, event);
+}
