@@ -48,6 +48,34 @@ void cli_progress_done(void);
 /* Prints "clattn: <what>: <status>: <message>" to stderr; returns 1. */
 int cli_fail(const char *what, clattn_status s);
 
+/* Synthetic data, generated on the device from a hash of (seed, index) so
+ * that huge caches need no host copy (timing on zeros would flatter the
+ * kernels). cli_fill_random writes n elements of dtype dt (f32/f16/bf16/f64)
+ * from element offset `off`: normal values times `scale`. cli_fill_quant
+ * writes `rows` quantized K/V rows of head dim d: int4 (dt CLATTN_INT4,
+ * `groups` scale-shift words then d/8 code words per row) or fp8 (d/4 words
+ * per row, finite codes only). cli_fill_scale_shift writes n fp8 scale-shift
+ * words (fp16 scale low, fp16 shift high). All print the error and return false. */
+bool cli_fill_random(cli_env *env, cl_mem buf, clattn_dtype dt, size_t off, size_t n,
+                     uint64_t seed, float scale);
+bool cli_fill_quant(cli_env *env, cl_mem buf, clattn_dtype dt, int groups, int d, size_t rows,
+                    uint64_t seed);
+bool cli_fill_scale_shift(cli_env *env, cl_mem buf, size_t n, uint64_t seed);
+/* Enqueues a no-op kernel; its end timestamp opens a timed region (see cli_decode.c). */
+bool cli_tick(cli_env *env, cl_event *e);
+/* A buffer of `bytes` (printing the error and returning NULL on failure). */
+cl_mem cli_buffer(cli_env *env, size_t bytes, const char *what);
+
+/* Host conversions (round to nearest even). */
+uint16_t cli_f32_to_f16(float x);
+float cli_f16_to_f32(uint16_t h);
+uint16_t cli_f32_to_bf16(float x);
+float cli_bf16_to_f32(uint16_t h);
+/* Reads n elements of dt from element offset off into doubles (f32/f16/bf16/f64/i32). */
+bool cli_read(cli_env *env, cl_mem buf, clattn_dtype dt, size_t off, size_t n, double *out);
+/* Monotonic wall clock in seconds. */
+double cli_now(void);
+
 /* Subcommands: each returns the process exit code (0 ok, 1 check failed or
  * runtime error, 2 bad usage). */
 int cli_devices(int argc, char **argv);
@@ -55,7 +83,5 @@ int cli_run_decode(int argc, char **argv);
 int cli_run_merge(int argc, char **argv);
 int cli_run_rerope(int argc, char **argv);
 int cli_run_quant(int argc, char **argv);
-int cli_bench(int argc, char **argv);
-int cli_tune(int argc, char **argv);
 
 #endif

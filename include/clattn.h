@@ -239,6 +239,114 @@ CLATTN_API clattn_status clattn_decode_workspace_size(clattn_context *ctx,
 
 /* ------------------------------------------------------------------ KV cache: append, quantize, dequantize */
 
+/* The K/V cache a backend owns and appends to every step.
+ *
+ * A cache tensor is dense [B, N, Hkv, X] (position j of sequence b is row
+ * [b, j]) or paged [num_pages, page_size, Hkv, X] with an i32 block table
+ * [B, max_pages] (position j of sequence b is row j % page_size of page
+ * table[b, j / page_size]); its last dimension is contiguous (stride 1).
+ * X depends on the cache dtype (clattn_kv_row_size computes it):
+ *   f32, f16, bf16: X = D values.
+ *   CLATTN_INT4: X = G + D/8 i32 words for G = kv_groups groups of D/G values:
+ *     word g < G holds group g's fp16 scale (low 16 bits) and fp16 shift
+ *     (high 16 bits); element d is bits 4*(d%8)..4*(d%8)+3 of word G + d/8;
+ *     value = scale * code + shift.
+ *   CLATTN_FP8, CLATTN_FP8_FNUZ: X = D/4 words, element d is byte d%4 of word
+ *     d/4 (little-endian), an OCP E4M3FN code (bias 7, max 448, NaN S.1111.111,
+ *     -0 = 0x80) or an E4M3FNUZ code (bias 8, max 240, NaN 0x80, no -0); each
+ *     row's (fp16 scale low, fp16 shift high) word is in a separate i32
+ *     scale-shift tensor [B, N, Hkv] or [num_pages, page_size, Hkv], indexed
+ *     like the rows; value = fp8 * scale + shift.
+ * D is a multiple of 8, at most 2048; int4 needs G in {1, 2, 4, 8} and D % (8 G) == 0.
+ *
+ * Quantization, bit for bit the same on every device:
+ *   int4 group of minimum mn, maximum mx: shift = the largest fp16 <= mn,
+ *     scale = the smallest fp16 with 15 scale >= mx - shift, code = the integer
+ *     nearest (x - shift) / scale (ties to even). Round trip: |x - x'| <=
+ *     scale / 2, plus the f32 rounding of x - shift and of the dequantization.
+ *   fp8 row: shift = the fp16 nearest (mx + mn) / 2, scale = the smallest
+ *     power of two with max |x - shift| <= 448 scale (FNUZ: 240 scale), code =
+ *     the E4M3 value nearest (x - shift) / scale (ties to even). Round trip:
+ *     scale times half the E4M3 spacing at |x - shift| / scale.
+ *   A group (int4) or row (fp8) holding an inf or NaN stores NaN scale and
+ *   shift and codes 0: all of it reads back as NaN. A group equal to one fp16
+ *   value v stores scale 0 and shift v. Zeros (-0 too) read back as +0.
+ *   Beyond fp16's range values saturate (finite but inexact): |shift| <=
+ *   65504, int4 scale <= 65504, fp8 scale in [2^-24, 2^15].
+ *
+ * Out-of-range positions: a position outside the cache (dense: outside
+ * [0, N); paged: at or beyond max_pages * page_size, or on a block-table entry
+ * outside [0, num_pages)) is skipped: nothing is written or read there, and
+ * maybe_error_flag[0] is set to 1 when the flag is given (it is never cleared:
+ * zero it beforehand). Two rows written to the same position: either wins. */
+
+/* Appends new K (and V) rows: row r of sequence b goes to position pos[b] + r
+ * of the caches. Float caches store the rows rounded to their dtype; int4 and
+ * fp8 caches quantize them (and fp8 writes the scale-shift words alongside). */
+typedef struct clattn_kv_append_params {
+  clattn_tensor new_k;       /* [total_new, Hkv, D] f32/f16/bf16, any strides */
+  clattn_tensor maybe_new_v; /* like new_k, same dtype; absent: only K is appended */
+  clattn_tensor k_cache;     /* dense [B, N, Hkv, X] or paged [num_pages, page_size, Hkv, X] */
+  clattn_tensor maybe_v_cache;       /* like k_cache (same dtype and shape); with maybe_new_v */
+  clattn_tensor maybe_k_scale_shift; /* fp8 only: [B, N, Hkv] or [num_pages, page_size, Hkv] i32 */
+  clattn_tensor maybe_v_scale_shift; /* fp8 only, with maybe_v_cache */
+  clattn_tensor pos;                 /* [B] i32: position of sequence b's first new row */
+  /* [B + 1] i32, non-decreasing: sequence b owns new rows new_start[b] ..
+   * new_start[b+1] - 1 (rows in no sequence are ignored). Absent: one new row
+   * per sequence, row b for sequence b (total_new == B). */
+  clattn_tensor maybe_new_start;
+  clattn_tensor maybe_block_table; /* paged: [B, max_pages] i32 */
+  clattn_tensor maybe_error_flag;  /* [1] i32: set to 1 when a row was out of range */
+  int kv_groups;                   /* int4 groups per row (1, 2, 4, 8); 0 = 1 */
+} clattn_kv_append_params;
+
+CLATTN_API clattn_status clattn_kv_append(clattn_context *ctx, cl_command_queue queue,
+                                          const clattn_kv_append_params *params,
+                                          cl_uint num_wait, const cl_event *wait_list,
+                                          cl_event *event);
+
+/* Writes a range of positions of a cache: src[b, i] goes to position
+ * start[b] + i. Into an int4 / fp8 cache this quantizes (the append kernel),
+ * into a float cache it converts. */
+typedef struct clattn_kv_quantize_params {
+  clattn_tensor src;   /* [B, n, Hkv, D] f32/f16/bf16, any strides */
+  clattn_tensor cache; /* dense [B, N, Hkv, X] or paged [num_pages, page_size, Hkv, X] */
+  clattn_tensor maybe_scale_shift; /* fp8 only: [B, N, Hkv] or [num_pages, page_size, Hkv] i32 */
+  clattn_tensor maybe_start;       /* [B] i32 first position of each sequence; absent: 0 */
+  clattn_tensor maybe_block_table; /* paged: [B, max_pages] i32 */
+  clattn_tensor maybe_error_flag;  /* [1] i32: set to 1 when a row was out of range */
+  int kv_groups;                   /* int4 groups per row (1, 2, 4, 8); 0 = 1 */
+} clattn_kv_quantize_params;
+
+CLATTN_API clattn_status clattn_kv_quantize(clattn_context *ctx, cl_command_queue queue,
+                                            const clattn_kv_quantize_params *params,
+                                            cl_uint num_wait, const cl_event *wait_list,
+                                            cl_event *event);
+
+/* Reads a range of positions of a cache back to floats: out[b, i] = the row
+ * at position start[b] + i, dequantized (int4 / fp8) or converted. A position
+ * outside the cache gives a row of zeros (and sets the error flag). */
+typedef struct clattn_kv_dequantize_params {
+  clattn_tensor cache; /* dense [B, N, Hkv, X] or paged [num_pages, page_size, Hkv, X] */
+  clattn_tensor maybe_scale_shift; /* fp8 only: [B, N, Hkv] or [num_pages, page_size, Hkv] i32 */
+  clattn_tensor out;               /* [B, n, Hkv, D] f32/f16/bf16, any strides */
+  clattn_tensor maybe_start;       /* [B] i32 first position of each sequence; absent: 0 */
+  clattn_tensor maybe_block_table; /* paged: [B, max_pages] i32 */
+  clattn_tensor maybe_error_flag;  /* [1] i32: set to 1 when a row was out of range */
+  int kv_groups;                   /* int4 groups per row (1, 2, 4, 8); 0 = 1 */
+} clattn_kv_dequantize_params;
+
+CLATTN_API clattn_status clattn_kv_dequantize(clattn_context *ctx, cl_command_queue queue,
+                                              const clattn_kv_dequantize_params *params,
+                                              cl_uint num_wait, const cl_event *wait_list,
+                                              cl_event *event);
+
+/* X, the last dimension of a cache tensor of `dtype` for head dim D: D for
+ * f32/f16/bf16, kv_groups + D/8 words for int4 (kv_groups 0 = 1), D/4 words
+ * for fp8. 0 when the combination is invalid (D not a multiple of 8, ...). */
+CLATTN_API int64_t clattn_kv_row_size(clattn_dtype dtype, int head_dim, int kv_groups);
+
+
 /* ------------------------------------------------------------------ merging attention states */
 
 /* Merges n partial attention states of the same queries over disjoint sets
@@ -343,6 +451,120 @@ CLATTN_API clattn_status clattn_decode_multi(const clattn_decode_multi_params *p
 
 
 /* ------------------------------------------------------------------ ReRoPE windowed attention */
+
+/* ReRoPE windowed attention (https://kexue.fm/archives/9708):
+ *
+ *   s_ij = scale * (|p_i - p_j| < window ? q1_i . k1_j : q2_i . k2_j)
+ *   o_i  = sum_j softmax_j(s_ij) v_j,   lse_i = log sum_j exp(s_ij)
+ *
+ * over keys j with p_j <= p_i when causal. Query i sits at position
+ * p_i = Nk - Nq + i (bottom-right aligned), key j at p_j = j. GQA: query head h
+ * reads KV head h / (Hq / Hkv). A row without visible keys gives o = 0 and
+ * lse = -inf (and no gradient). Storage f32, f16 or bf16 (one dtype for every
+ * tensor but lse), f32 accumulation; head dims: multiples of 8 up to 256.
+ * With window >= N this is plain (flash) attention.
+ * Speed: tiles wholly inside or outside the window compute one product, only
+ * band-edge tiles both. On NVIDIA, f16/bf16 inputs with a contiguous head dim
+ * and 16-byte aligned rows (offsets and strides multiples of 8 elements) run
+ * on tensor cores (head dims multiple of 16: up to 128 forward, 64 backward);
+ * everything else on the portable kernels. */
+typedef struct clattn_rerope_params {
+  clattn_tensor q1;        /* [Z, Hq, Nq, D] queries for pairs inside the window */
+  clattn_tensor q2;        /* [Z, Hq, Nq, D] queries for pairs outside */
+  clattn_tensor k1;        /* [Z, Hkv, Nk, D] keys inside the window */
+  clattn_tensor k2;        /* [Z, Hkv, Nk, D] keys outside */
+  clattn_tensor v;         /* [Z, Hkv, Nk, D] */
+  clattn_tensor o;         /* [Z, Hq, Nq, D] output */
+  clattn_tensor maybe_lse; /* [Z, Hq, Nq] f32 natural log (the backward needs it) */
+  int window;              /* W >= 0 */
+  float scale;             /* 0: 1/sqrt(D) */
+  int causal;
+} clattn_rerope_params;
+
+CLATTN_API clattn_status clattn_rerope_fwd(clattn_context *ctx, cl_command_queue queue,
+                                           const clattn_rerope_params *params,
+                                           cl_uint num_wait, const cl_event *wait_list,
+                                           cl_event *event);
+
+/* Backward of clattn_rerope_fwd: given dout, the gradients of q1..v. dk1, dk2
+ * and dv are summed over the query heads of each group. Deterministic (no
+ * float atomics). Every output element is written. */
+typedef struct clattn_rerope_bwd_params {
+  clattn_tensor q1, q2;    /* [Z, Hq, Nq, D] as in the forward */
+  clattn_tensor k1, k2, v; /* [Z, Hkv, Nk, D] */
+  clattn_tensor o;         /* [Z, Hq, Nq, D] the forward's output */
+  clattn_tensor lse;       /* [Z, Hq, Nq] f32, the forward's lse */
+  clattn_tensor dout;      /* [Z, Hq, Nq, D] gradient of o */
+  clattn_tensor dq1, dq2;  /* [Z, Hq, Nq, D] outputs */
+  clattn_tensor dk1, dk2, dv; /* [Z, Hkv, Nk, D] outputs */
+  /* Optional f32 workspace of clattn_rerope_bwd_workspace_size bytes (delta = rowsum(o * dout));
+   * absent: allocated per call and released once the kernels have finished. */
+  clattn_tensor maybe_workspace;
+  int window;
+  float scale; /* 0: 1/sqrt(D) */
+  int causal;
+} clattn_rerope_bwd_params;
+
+CLATTN_API clattn_status clattn_rerope_bwd(clattn_context *ctx, cl_command_queue queue,
+                                           const clattn_rerope_bwd_params *params,
+                                           cl_uint num_wait, const cl_event *wait_list,
+                                           cl_event *event);
+
+/* Bytes of f32 workspace the backward needs for Z * Hq * Nq rows. */
+CLATTN_API size_t clattn_rerope_bwd_workspace_size(int64_t Z, int64_t Hq, int64_t Nq);
+
+/* On-the-fly rotary variant: the caller holds raw q and k only; the kernels
+ * compute q1 = RoPE(q, p_i), k1 = RoPE(k, p_j), q2 = RoPE(q, window), k2 = k,
+ * so the logit outside the window is the rotation by exactly `window` (ReRoPE).
+ * Positions are int32 [N] (shared by the batch) or [Z, N]; absent: the
+ * defaults above. Pair i of the head dim turns by p * theta^(-2i/D). */
+typedef enum clattn_rope_layout {
+  CLATTN_ROPE_NEOX = 0,        /* pairs (i, i + D/2) (GPT-NeoX, Llama in HF) */
+  CLATTN_ROPE_INTERLEAVED = 1, /* pairs (2i, 2i + 1) (GPT-J, original Llama) */
+} clattn_rope_layout;
+
+typedef struct clattn_rerope_rotary_params {
+  clattn_tensor q;           /* [Z, Hq, Nq, D] raw (unrotated) queries */
+  clattn_tensor k;           /* [Z, Hkv, Nk, D] raw keys */
+  clattn_tensor v;           /* [Z, Hkv, Nk, D] */
+  clattn_tensor o;           /* [Z, Hq, Nq, D] output */
+  clattn_tensor maybe_lse;   /* [Z, Hq, Nq] f32 */
+  clattn_tensor maybe_q_pos; /* [Nq] or [Z, Nq] i32; absent: Nk - Nq + i */
+  clattn_tensor maybe_k_pos; /* [Nk] or [Z, Nk] i32; absent: j */
+  int window;
+  float scale;               /* 0: 1/sqrt(D) */
+  int causal;                /* with positions: key j visible when p_j <= p_i */
+  float rope_theta;          /* RoPE base; 0: 10000 */
+  clattn_rope_layout rope_layout;
+} clattn_rerope_rotary_params;
+
+CLATTN_API clattn_status clattn_rerope_rotary_fwd(clattn_context *ctx, cl_command_queue queue,
+                                                  const clattn_rerope_rotary_params *params,
+                                                  cl_uint num_wait, const cl_event *wait_list,
+                                                  cl_event *event);
+
+/* Backward of the rotary variant: dq, dk (through the rotations) and dv. */
+typedef struct clattn_rerope_rotary_bwd_params {
+  clattn_tensor q;    /* [Z, Hq, Nq, D] raw, as in the forward */
+  clattn_tensor k, v; /* [Z, Hkv, Nk, D] */
+  clattn_tensor o;    /* [Z, Hq, Nq, D] the forward's output */
+  clattn_tensor lse;  /* [Z, Hq, Nq] f32, the forward's lse */
+  clattn_tensor dout; /* [Z, Hq, Nq, D] gradient of o */
+  clattn_tensor dq;   /* [Z, Hq, Nq, D] output */
+  clattn_tensor dk, dv; /* [Z, Hkv, Nk, D] outputs, summed over each group's query heads */
+  clattn_tensor maybe_q_pos, maybe_k_pos; /* as in the forward */
+  clattn_tensor maybe_workspace;          /* as in clattn_rerope_bwd_params */
+  int window;
+  float scale;
+  int causal;
+  float rope_theta;
+  clattn_rope_layout rope_layout;
+} clattn_rerope_rotary_bwd_params;
+
+CLATTN_API clattn_status clattn_rerope_rotary_bwd(clattn_context *ctx, cl_command_queue queue,
+                                                  const clattn_rerope_rotary_bwd_params *params,
+                                                  cl_uint num_wait, const cl_event *wait_list,
+                                                  cl_event *event);
 
 /* ------------------------------------------------------------------ unfused reference (CLBlast) */
 

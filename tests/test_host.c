@@ -144,6 +144,25 @@ static void test_program_cache(void) {
   CU_ASSERT_EQUAL(system(cmd), 0);
 }
 
+/* Every kernel file expands from the embedded sources alone (the library as
+ * installed, without CLATTN_KERNEL_DIR): no #include left unembedded. */
+static void test_embedded_sources(void) {
+  static const char *files[] = {"decode.cl", "merge.cl", "kvcache.cl", "rerope.cl", "rerope_bwd.cl",
+                                "baseline.cl"};
+  char *saved = getenv("CLATTN_KERNEL_DIR") ? strdup(getenv("CLATTN_KERNEL_DIR")) : NULL;
+  unsetenv("CLATTN_KERNEL_DIR");
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char *src = NULL;
+    CHECK_OK(clattn_source_load(files[i], &src));
+    CU_ASSERT(src && strlen(src) > 100);
+    free(src);
+  }
+  char *src = NULL;
+  CHECK_FAILS(clattn_source_load("nope.cl", &src), CLATTN_BUILD_ERROR, "nope.cl not found (embedded)");
+  if (saved) setenv("CLATTN_KERNEL_DIR", saved, 1);
+  free(saved);
+}
+
 static void test_build_error(void) {
   cl_kernel k = NULL;
   /* an option that breaks the kernel: the message carries the build log */
@@ -219,6 +238,7 @@ int main(void) {
   CU_add_test(s, "tuning table and override file", test_tuning);
   CU_add_test(s, "tensor bounds checks", test_tensor_checks);
   CU_add_test(s, "program cache: memory and disk", test_program_cache);
+  CU_add_test(s, "embedded kernel sources are complete", test_embedded_sources);
   CU_add_test(s, "build errors carry the log", test_build_error);
   CU_add_test(s, "two threads, one context", test_threads);
   return run_suites();
