@@ -45,6 +45,14 @@ double cli_median(double *v, int n);
 void cli_progress(const char *label, int i, int n);
 void cli_progress_done(void);
 
+/* One timed repetition: behind a user event when `gated` (so host overhead
+ * stays out; not for operations that block the host), a write over `flush`
+ * (flush_n words) to evict the cache, a tick kernel, then fn; returns the ms
+ * from the tick's end to the end of fn's event, NaN on error. */
+typedef clattn_status (*cli_enqueue_fn)(void *priv, cl_event *done);
+double cli_time_once(cli_env *env, cl_mem flush, size_t flush_n, int it, bool gated,
+                     cli_enqueue_fn fn, void *priv);
+
 /* Prints "clattn: <what>: <status>: <message>" to stderr; returns 1. */
 int cli_fail(const char *what, clattn_status s);
 

@@ -520,3 +520,36 @@ bool cli_tick(cli_env *env, cl_event *e) {
   }
   return true;
 }
+
+double cli_time_once(cli_env *env, cl_mem flush, size_t flush_n, int it, bool gated,
+                     cli_enqueue_fn fn, void *priv) {
+  cl_int err = CL_SUCCESS;
+  cl_event gate = gated ? clCreateUserEvent(clattn_context_cl(env->ctx), &err) : NULL;
+  if (err != CL_SUCCESS) return NAN;
+  cl_event tick = NULL, done = NULL;
+  double ms = NAN;
+  bool ok = !gate || clEnqueueBarrierWithWaitList(env->queue, 1, &gate, NULL) == CL_SUCCESS;
+  if (ok && flush) { /* a plain write (no maths) over twice the cache evicts K/V */
+    const cl_uint pattern = (cl_uint)it;
+    ok = clEnqueueFillBuffer(env->queue, flush, &pattern, 4, 0, flush_n * 4, 0, NULL, NULL) ==
+         CL_SUCCESS;
+  }
+  ok = ok && cli_tick(env, &tick);
+  clattn_status s = CLATTN_SUCCESS;
+  if (ok) {
+    s = fn(priv, &done);
+    if (s != CLATTN_SUCCESS) cli_fail("timed run", s);
+  }
+  if (gate) clSetUserEventStatus(gate, CL_COMPLETE);
+  clFinish(env->queue);
+  if (ok && s == CLATTN_SUCCESS) {
+    cl_ulong t0 = 0, t1 = 0;
+    if (clGetEventProfilingInfo(tick, CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL) == CL_SUCCESS &&
+        clGetEventProfilingInfo(done, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS)
+      ms = (double)(t1 - t0) * 1e-6;
+  }
+  if (tick) clReleaseEvent(tick);
+  if (done) clReleaseEvent(done);
+  if (gate) clReleaseEvent(gate);
+  return ms;
+}

@@ -247,37 +247,20 @@ typedef clattn_status (*op_fn)(clattn_context *, cl_command_queue, const clattn_
 /* One repetition (see the header comment); returns ms, NaN on error. The
  * gate is only for operations that never block the host: CLBlast uploads
  * its batch offsets with a blocking write, which a closed gate deadlocks. */
+typedef struct op_call {
+  cli_env *env;
+  op_fn op;
+  const clattn_decode_params *p;
+} op_call;
+
+static clattn_status call_op(void *priv, cl_event *done) {
+  const op_call *c = priv;
+  return c->op(c->env->ctx, c->env->queue, c->p, 0, NULL, done);
+}
+
 static double timed_once(run *r, op_fn op, const clattn_decode_params *p, int it, bool gated) {
-  cli_env *env = &r->env;
-  cl_int err = CL_SUCCESS;
-  cl_event gate = gated ? clCreateUserEvent(clattn_context_cl(env->ctx), &err) : NULL;
-  if (err != CL_SUCCESS) return NAN;
-  cl_event tick = NULL, done = NULL;
-  double ms = NAN;
-  bool ok = !gate || clEnqueueBarrierWithWaitList(env->queue, 1, &gate, NULL) == CL_SUCCESS;
-  if (ok && r->flush) { /* a plain write (no maths) over twice the cache evicts K/V */
-    const cl_uint pattern = (cl_uint)it;
-    ok = clEnqueueFillBuffer(env->queue, r->flush, &pattern, 4, 0, r->flush_n * 4, 0, NULL, NULL) ==
-         CL_SUCCESS;
-  }
-  ok = ok && cli_tick(env, &tick);
-  clattn_status s = CLATTN_SUCCESS;
-  if (ok) {
-    s = op(env->ctx, env->queue, p, 0, NULL, &done);
-    if (s != CLATTN_SUCCESS) cli_fail("timed run", s);
-  }
-  if (gate) clSetUserEventStatus(gate, CL_COMPLETE);
-  clFinish(env->queue);
-  if (ok && s == CLATTN_SUCCESS) {
-    cl_ulong t0 = 0, t1 = 0;
-    if (clGetEventProfilingInfo(tick, CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL) == CL_SUCCESS &&
-        clGetEventProfilingInfo(done, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS)
-      ms = (double)(t1 - t0) * 1e-6;
-  }
-  if (tick) clReleaseEvent(tick);
-  if (done) clReleaseEvent(done);
-  if (gate) clReleaseEvent(gate);
-  return ms;
+  op_call c = {&r->env, op, p};
+  return cli_time_once(&r->env, r->flush, r->flush_n, it, gated, call_op, &c);
 }
 
 typedef struct timing {

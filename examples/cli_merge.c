@@ -42,7 +42,7 @@ static double o_tol(clattn_dtype dt) {
 
 /* ------------------------------------------------------------------ gated device timing */
 
-typedef clattn_status (*enqueue_fn)(void *priv, cl_event *done);
+typedef cli_enqueue_fn enqueue_fn;
 
 typedef struct timer {
   cli_env *env;
@@ -70,39 +70,6 @@ static void timer_free(timer *t) {
   t->flush = NULL;
 }
 
-/* One gated repetition on t->env's queue: ms, NaN on error. */
-static double timed_once(timer *t, enqueue_fn fn, void *priv, int it) {
-  cli_env *env = t->env;
-  cl_int err = CL_SUCCESS;
-  cl_event gate = clCreateUserEvent(clattn_context_cl(env->ctx), &err);
-  if (err != CL_SUCCESS) return NAN;
-  cl_event tick = NULL, done = NULL;
-  double ms = NAN;
-  bool ok = clEnqueueBarrierWithWaitList(env->queue, 1, &gate, NULL) == CL_SUCCESS;
-  if (ok && t->flush) {
-    const cl_uint pattern = (cl_uint)it;
-    ok = clEnqueueFillBuffer(env->queue, t->flush, &pattern, 4, 0, t->flush_n * 4, 0, NULL, NULL) ==
-         CL_SUCCESS;
-  }
-  ok = ok && cli_tick(env, &tick);
-  clattn_status s = CLATTN_SUCCESS;
-  if (ok) {
-    s = fn(priv, &done);
-    if (s != CLATTN_SUCCESS) cli_fail("timed run", s);
-  }
-  clSetUserEventStatus(gate, CL_COMPLETE);
-  clFinish(env->queue);
-  if (ok && s == CLATTN_SUCCESS) {
-    cl_ulong t0 = 0, t1 = 0;
-    if (clGetEventProfilingInfo(tick, CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL) == CL_SUCCESS &&
-        clGetEventProfilingInfo(done, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS)
-      ms = (double)(t1 - t0) * 1e-6;
-  }
-  if (tick) clReleaseEvent(tick);
-  if (done) clReleaseEvent(done);
-  clReleaseEvent(gate);
-  return ms;
-}
 
 /* Median device ms over `repeat` runs after `warmup`; NaN on error. */
 static double time_device(timer *t, enqueue_fn fn, void *priv, const opts *o, const char *label) {
@@ -111,7 +78,7 @@ static double time_device(timer *t, enqueue_fn fn, void *priv, const opts *o, co
   if (!v) return NAN;
   int got = 0;
   for (int i = 0; i < total; i++) {
-    const double ms = timed_once(t, fn, priv, i);
+    const double ms = cli_time_once(t->env, t->flush, t->flush_n, i, true, fn, priv);
     if (isnan(ms)) {
       got = 0;
       break;

@@ -171,6 +171,12 @@ clattn_status clattn_check_enqueue(const clattn_context *ctx, cl_command_queue q
  * (OpenCL defers the free until then). */
 clattn_status clattn_temp_buffer(clattn_context *ctx, size_t bytes, cl_mem *out);
 
+/* ------------------------------------------------------------------ decode (lib/decode.c) */
+
+/* B and Mq of decode params (varlen: batch and max_q_len, with q_start checked),
+ * shared by decode and the unfused reference path. */
+clattn_status clattn_decode_batch_shape(const clattn_decode_params *p, int *B, int *Mq);
+
 /* ------------------------------------------------------------------ merge (lib/merge.c) */
 
 /* Merges n partial states stored in one f32 buffer, partial i at element

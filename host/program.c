@@ -196,6 +196,19 @@ static void save_binary(clattn_context *ctx, cl_program prog, const char *path) 
 
 /* ------------------------------------------------------------------ build */
 
+/* The program's build log for the context's device (caller frees; NULL if out of memory). */
+static char *build_log(const clattn_context *ctx, cl_program prog) {
+  size_t n = 0;
+  clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
+  char *log = malloc(n + 1);
+  if (log) {
+    log[0] = '\0';
+    clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, n, log, NULL);
+    log[n] = '\0';
+  }
+  return log;
+}
+
 static clattn_status build(clattn_context *ctx, const char *file, const char *options,
                            cl_program *out) {
   char *src = NULL;
@@ -218,14 +231,7 @@ static clattn_status build(clattn_context *ctx, const char *file, const char *op
   if (err != CL_SUCCESS) return clattn_fail_cl(err, "clCreateProgramWithSource", file);
   err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
   if (err != CL_SUCCESS) {
-    size_t n = 0;
-    clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
-    char *log = malloc(n + 1);
-    if (log) {
-      log[0] = '\0';
-      clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, n, log, NULL);
-      log[n] = '\0';
-    }
+    char *log = build_log(ctx, prog);
     clattn_status s = clattn_fail(CLATTN_BUILD_ERROR, "building %s with [%s] failed: %s (%d)\n%.12000s",
                                   file, options, clattn_cl_error_name(err), (int)err,
                                   log ? log : "(no log)");
@@ -235,16 +241,9 @@ static clattn_status build(clattn_context *ctx, const char *file, const char *op
   }
   if (ctx->opts.log && ctx->opts.log_level >= CLATTN_LOG_DEBUG) {
     /* compiler remarks (NVIDIA: registers and spills with -cl-nv-verbose) */
-    size_t n = 0;
-    clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
-    char *log = malloc(n + 1);
-    if (log) {
-      log[0] = '\0';
-      clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, n, log, NULL);
-      log[n] = '\0';
-      clattn_log(ctx, CLATTN_LOG_DEBUG, "clattn: built %s [%s]\n%s", file, options, log);
-      free(log);
-    }
+    char *log = build_log(ctx, prog);
+    if (log) clattn_log(ctx, CLATTN_LOG_DEBUG, "clattn: built %s [%s]\n%s", file, options, log);
+    free(log);
   }
   if (path[0]) save_binary(ctx, prog, path);
   *out = prog;

@@ -44,25 +44,7 @@ static clattn_status validate(const clattn_decode_params *p, bplan *pl) {
   pl->Hq = (int)p->q.shape[2];
   pl->D = (int)p->q.shape[3];
   if (pl->D < 1) return clattn_fail(CLATTN_INVALID_SHAPE, "q.shape[3] (head dim) is 0");
-  if (pl->varlen) {
-    CLATTN_TRY(clattn_check_dim(&p->q, "q", 0, 1, "varlen q is [1, total_q, Hq, D]"));
-    if (p->batch <= 0)
-      return clattn_fail(CLATTN_INVALID_ARGUMENT, "batch is %d: varlen decode needs batch > 0",
-                         p->batch);
-    pl->B = p->batch;
-    if (p->max_q_len < 0 || p->max_q_len > p->q.shape[1])
-      return clattn_fail(CLATTN_INVALID_ARGUMENT, "max_q_len (%d) is outside [0, total_q = %lld]",
-                         p->max_q_len, (long long)p->q.shape[1]);
-    pl->Mq = p->max_q_len ? p->max_q_len : (int)p->q.shape[1];
-    CLATTN_TRY(clattn_check_tensor(&p->maybe_q_start, "maybe_q_start", 1, CLATTN_DT(CLATTN_I32)));
-    CLATTN_TRY(clattn_check_dim(&p->maybe_q_start, "maybe_q_start", 0, pl->B + 1, "batch + 1"));
-  } else {
-    pl->B = (int)p->q.shape[0];
-    pl->Mq = (int)p->q.shape[1];
-    if (p->batch && p->batch != pl->B)
-      return clattn_fail(CLATTN_INVALID_SHAPE, "batch (%d) differs from q.shape[0] (%d)", p->batch,
-                         pl->B);
-  }
+  CLATTN_TRY(clattn_decode_batch_shape(p, &pl->B, &pl->Mq));
   pl->Mp = pl->Mq;
 
   CLATTN_TRY(clattn_check_tensor(&p->k, "k", 4, CLATTN_FLOAT_DTYPES));

@@ -63,6 +63,28 @@ static clattn_status check_kv(const clattn_tensor *t, const char *name, const pl
   return CLATTN_SUCCESS;
 }
 
+clattn_status clattn_decode_batch_shape(const clattn_decode_params *p, int *B, int *Mq) {
+  if (clattn_present(&p->maybe_q_start)) {
+    CLATTN_TRY(clattn_check_dim(&p->q, "q", 0, 1, "varlen q is [1, total_q, Hq, D]"));
+    if (p->batch <= 0)
+      return clattn_fail(CLATTN_INVALID_ARGUMENT, "batch is %d: varlen decode needs batch > 0",
+                         p->batch);
+    *B = p->batch;
+    if (p->max_q_len < 0 || p->max_q_len > p->q.shape[1])
+      return clattn_fail(CLATTN_INVALID_ARGUMENT, "max_q_len (%d) is outside [0, total_q = %lld]",
+                         p->max_q_len, (long long)p->q.shape[1]);
+    *Mq = p->max_q_len ? p->max_q_len : (int)p->q.shape[1];
+    CLATTN_TRY(clattn_check_tensor(&p->maybe_q_start, "maybe_q_start", 1, CLATTN_DT(CLATTN_I32)));
+    return clattn_check_dim(&p->maybe_q_start, "maybe_q_start", 0, *B + 1, "batch + 1");
+  }
+  *B = (int)p->q.shape[0];
+  *Mq = (int)p->q.shape[1];
+  if (p->batch && p->batch != *B)
+    return clattn_fail(CLATTN_INVALID_SHAPE, "batch (%d) differs from q.shape[0] (%d)", p->batch,
+                       *B);
+  return CLATTN_SUCCESS;
+}
+
 static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
   memset(pl, 0, sizeof *pl);
   if (!p) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
@@ -79,25 +101,7 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
     return clattn_fail(CLATTN_UNSUPPORTED,
                        "q.shape[3]: head dim D = %d is not supported (a multiple of 8 up to 256)",
                        pl->D);
-  if (pl->varlen) {
-    CLATTN_TRY(clattn_check_dim(&p->q, "q", 0, 1, "varlen q is [1, total_q, Hq, D]"));
-    if (p->batch <= 0)
-      return clattn_fail(CLATTN_INVALID_ARGUMENT, "batch is %d: varlen decode needs batch > 0",
-                         p->batch);
-    pl->B = p->batch;
-    if (p->max_q_len < 0 || p->max_q_len > p->q.shape[1])
-      return clattn_fail(CLATTN_INVALID_ARGUMENT, "max_q_len (%d) is outside [0, total_q = %lld]",
-                         p->max_q_len, (long long)p->q.shape[1]);
-    pl->Mq = p->max_q_len ? p->max_q_len : (int)p->q.shape[1];
-    CLATTN_TRY(clattn_check_tensor(&p->maybe_q_start, "maybe_q_start", 1, CLATTN_DT(CLATTN_I32)));
-    CLATTN_TRY(clattn_check_dim(&p->maybe_q_start, "maybe_q_start", 0, pl->B + 1, "batch + 1"));
-  } else {
-    pl->B = (int)p->q.shape[0];
-    pl->Mq = (int)p->q.shape[1];
-    if (p->batch && p->batch != pl->B)
-      return clattn_fail(CLATTN_INVALID_SHAPE, "batch (%d) differs from q.shape[0] (%d)", p->batch,
-                         pl->B);
-  }
+  CLATTN_TRY(clattn_decode_batch_shape(p, &pl->B, &pl->Mq));
 
   /* K/V dtype decides the row format */
   if (!p->k.buf) return clattn_fail(CLATTN_INVALID_ARGUMENT, "k.buf is NULL");
