@@ -575,6 +575,8 @@ static const char *usage =
     "path with --baseline), then prints the median device time over --repeat runs (L2\n"
     "flushed before each) and the K/V bandwidth: bytes of K and V read / time.\n"
     "Exit status: 0 ok, 1 check failed or runtime error, 2 bad usage.\n"
+    "With --devices LIST (e.g. 0,1 or NVIDIA,NVIDIA) the cache is split along the\n"
+    "sequence across the devices and merged (see clattn run merge --help).\n"
     "\n"
     "example: clattn run decode --batch 64 --heads 32 --kv-heads 8 --head-dim 128 --ctx 4096";
 
@@ -588,6 +590,9 @@ static void json_str(const char *key, const char *v) {
 }
 
 int cli_run_decode(int argc, char **argv) {
+  /* --devices LIST: sequence-parallel decode over several devices (cli_merge.c) */
+  for (int i = 0; i < argc; i++)
+    if (strncmp(argv[i], "--devices", 9) == 0) return cli_run_merge(argc, argv);
   run *r = calloc(1, sizeof *r);
   if (!r) return 1;
   baseline bl;
