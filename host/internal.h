@@ -176,6 +176,9 @@ clattn_status clattn_temp_buffer(clattn_context *ctx, size_t bytes, cl_mem *out)
 /* B and Mq of decode params (varlen: batch and max_q_len, with q_start checked),
  * shared by decode and the unfused reference path. */
 clattn_status clattn_decode_batch_shape(const clattn_decode_params *p, int *B, int *Mq);
+/* Checks o, maybe_lse, maybe_kv_len, maybe_bias (`keys` columns) and scale. */
+clattn_status clattn_decode_check_io(const clattn_decode_params *p, int B, int Hq, int Mq,
+                                     int keys);
 
 /* ------------------------------------------------------------------ merge (lib/merge.c) */
 

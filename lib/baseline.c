@@ -65,30 +65,7 @@ static clattn_status validate(const clattn_decode_params *p, bplan *pl) {
     return clattn_fail(CLATTN_INVALID_SHAPE, "k.shape[1] exceeds 2^31 keys");
   pl->N = (int)p->k.shape[1];
 
-  CLATTN_TRY(clattn_check_tensor(&p->o, "o", 4, CLATTN_FLOAT_DTYPES));
-  for (int i = 0; i < 4; i++) CLATTN_TRY(clattn_check_dim(&p->o, "o", i, p->q.shape[i], "q's shape"));
-  if (clattn_present(&p->maybe_lse)) {
-    const clattn_tensor *l = &p->maybe_lse;
-    CLATTN_TRY(clattn_check_tensor(l, "maybe_lse", 3, CLATTN_DT(CLATTN_F32)));
-    CLATTN_TRY(clattn_check_dim(l, "maybe_lse", 0, pl->varlen ? 1 : pl->B, "batch B (1 if varlen)"));
-    CLATTN_TRY(clattn_check_dim(l, "maybe_lse", 1, pl->Hq, "Hq"));
-    CLATTN_TRY(clattn_check_dim(l, "maybe_lse", 2, p->q.shape[1], "q.shape[1]"));
-  }
-  if (clattn_present(&p->maybe_kv_len)) {
-    CLATTN_TRY(clattn_check_tensor(&p->maybe_kv_len, "maybe_kv_len", 1, CLATTN_DT(CLATTN_I32)));
-    CLATTN_TRY(clattn_check_dim(&p->maybe_kv_len, "maybe_kv_len", 0, pl->B, "batch B"));
-  }
-  if (pl->bias) {
-    const clattn_tensor *t = &p->maybe_bias;
-    CLATTN_TRY(clattn_check_tensor(t, "maybe_bias", 4, CLATTN_DT(CLATTN_F32)));
-    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 0, pl->B, "batch B"));
-    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 1, pl->Hq, "Hq"));
-    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 2, pl->Mq, "Mq (max_q_len if varlen)"));
-    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 3, pl->N, "keys per sequence"));
-  }
-  if (!(p->scale >= 0.0f) || isinf(p->scale))
-    return clattn_fail(CLATTN_INVALID_ARGUMENT, "scale (%g) must be finite and >= 0 (0: 1/sqrt(D))",
-                       (double)p->scale);
+  CLATTN_TRY(clattn_decode_check_io(p, pl->B, pl->Hq, pl->Mq, pl->N));
   pl->scale = p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)pl->D);
 
   /* K/V are read in place when CLBlast can address them, else staged. */

@@ -85,6 +85,36 @@ clattn_status clattn_decode_batch_shape(const clattn_decode_params *p, int *B, i
   return CLATTN_SUCCESS;
 }
 
+clattn_status clattn_decode_check_io(const clattn_decode_params *p, int B, int Hq, int Mq,
+                                     int keys) {
+  const bool varlen = clattn_present(&p->maybe_q_start);
+  CLATTN_TRY(clattn_check_tensor(&p->o, "o", 4, CLATTN_FLOAT_DTYPES));
+  for (int i = 0; i < 4; i++) CLATTN_TRY(clattn_check_dim(&p->o, "o", i, p->q.shape[i], "q's shape"));
+  if (clattn_present(&p->maybe_lse)) {
+    const clattn_tensor *l = &p->maybe_lse;
+    CLATTN_TRY(clattn_check_tensor(l, "maybe_lse", 3, CLATTN_DT(CLATTN_F32)));
+    CLATTN_TRY(clattn_check_dim(l, "maybe_lse", 0, varlen ? 1 : B, "batch B (1 if varlen)"));
+    CLATTN_TRY(clattn_check_dim(l, "maybe_lse", 1, Hq, "Hq"));
+    CLATTN_TRY(clattn_check_dim(l, "maybe_lse", 2, p->q.shape[1], "q.shape[1]"));
+  }
+  if (clattn_present(&p->maybe_kv_len)) {
+    CLATTN_TRY(clattn_check_tensor(&p->maybe_kv_len, "maybe_kv_len", 1, CLATTN_DT(CLATTN_I32)));
+    CLATTN_TRY(clattn_check_dim(&p->maybe_kv_len, "maybe_kv_len", 0, B, "batch B"));
+  }
+  if (clattn_present(&p->maybe_bias)) {
+    const clattn_tensor *t = &p->maybe_bias;
+    CLATTN_TRY(clattn_check_tensor(t, "maybe_bias", 4, CLATTN_DT(CLATTN_F32)));
+    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 0, B, "batch B"));
+    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 1, Hq, "Hq"));
+    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 2, Mq, "Mq (max_q_len if varlen)"));
+    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 3, keys, "keys per sequence"));
+  }
+  if (!(p->scale >= 0.0f) || isinf(p->scale))
+    return clattn_fail(CLATTN_INVALID_ARGUMENT, "scale (%g) must be finite and >= 0 (0: 1/sqrt(D))",
+                       (double)p->scale);
+  return CLATTN_SUCCESS;
+}
+
 static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
   memset(pl, 0, sizeof *pl);
   if (!p) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
@@ -158,33 +188,10 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
   }
 
   /* outputs and optional inputs */
-  CLATTN_TRY(clattn_check_tensor(&p->o, "o", 4, CLATTN_FLOAT_DTYPES));
-  for (int i = 0; i < 4; i++) CLATTN_TRY(clattn_check_dim(&p->o, "o", i, p->q.shape[i], "q's shape"));
+  CLATTN_TRY(clattn_decode_check_io(p, pl->B, pl->Hq, pl->Mq, pl->kv_cap));
   pl->odt = p->o.dtype;
-  if (clattn_present(&p->maybe_lse)) {
-    const clattn_tensor *l = &p->maybe_lse;
-    CLATTN_TRY(clattn_check_tensor(l, "maybe_lse", 3, CLATTN_DT(CLATTN_F32)));
-    CLATTN_TRY(clattn_check_dim(l, "maybe_lse", 0, pl->varlen ? 1 : pl->B, "batch B (1 if varlen)"));
-    CLATTN_TRY(clattn_check_dim(l, "maybe_lse", 1, pl->Hq, "Hq"));
-    CLATTN_TRY(clattn_check_dim(l, "maybe_lse", 2, p->q.shape[1], "q.shape[1]"));
-  }
-  if (clattn_present(&p->maybe_kv_len)) {
-    CLATTN_TRY(clattn_check_tensor(&p->maybe_kv_len, "maybe_kv_len", 1, CLATTN_DT(CLATTN_I32)));
-    CLATTN_TRY(clattn_check_dim(&p->maybe_kv_len, "maybe_kv_len", 0, pl->B, "batch B"));
-  }
-  if (pl->bias) {
-    const clattn_tensor *t = &p->maybe_bias;
-    CLATTN_TRY(clattn_check_tensor(t, "maybe_bias", 4, CLATTN_DT(CLATTN_F32)));
-    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 0, pl->B, "batch B"));
-    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 1, pl->Hq, "Hq"));
-    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 2, pl->Mq, "Mq (max_q_len if varlen)"));
-    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 3, pl->kv_cap, "keys per sequence"));
-  }
   if (clattn_present(&p->maybe_error_flag))
     CLATTN_TRY(clattn_check_tensor(&p->maybe_error_flag, "maybe_error_flag", 1, CLATTN_DT(CLATTN_I32)));
-  if (!(p->scale >= 0.0f) || isinf(p->scale))
-    return clattn_fail(CLATTN_INVALID_ARGUMENT, "scale (%g) must be finite and >= 0 (0: 1/sqrt(D))",
-                       (double)p->scale);
   if (p->num_splits < 0)
     return clattn_fail(CLATTN_INVALID_ARGUMENT, "num_splits is %d (0: auto)", p->num_splits);
 
