@@ -50,6 +50,9 @@ void cli_progress_done(void);
  * (flush_n words) to evict the cache, a tick kernel, then fn; returns the ms
  * from the tick's end to the end of fn's event, NaN on error. */
 typedef clattn_status (*cli_enqueue_fn)(void *priv, cl_event *done);
+/* A buffer twice the device's cache (8 MiB .. 512 MiB) for cli_time_once's
+ * flush; *words gets its size in 4-byte words. NULL after printing an error. */
+cl_mem cli_flush_buffer(cli_env *env, size_t *words);
 double cli_time_once(cli_env *env, cl_mem flush, size_t flush_n, int it, bool gated,
                      cli_enqueue_fn fn, void *priv);
 

@@ -553,3 +553,14 @@ double cli_time_once(cli_env *env, cl_mem flush, size_t flush_n, int it, bool ga
   if (gate) clReleaseEvent(gate);
   return ms;
 }
+
+cl_mem cli_flush_buffer(cli_env *env, size_t *words) {
+  cl_ulong cache = 0;
+  clGetDeviceInfo(clattn_context_device(env->ctx), CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, sizeof cache,
+                  &cache, NULL);
+  size_t bytes = (size_t)cache * 2;
+  if (bytes < ((size_t)8 << 20)) bytes = (size_t)8 << 20;
+  if (bytes > ((size_t)512 << 20)) bytes = (size_t)512 << 20;
+  *words = bytes / 4;
+  return cli_buffer(env, bytes, "L2 flush buffer");
+}

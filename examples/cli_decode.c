@@ -215,14 +215,7 @@ static bool setup(run *r) {
     p->maybe_workspace = clattn_tensor_1d(r->ws, 0, CLATTN_F32, (int64_t)(ws_bytes / 4));
   }
   if (!o->no_flush) {
-    cl_ulong cache = 0;
-    clGetDeviceInfo(clattn_context_device(env->ctx), CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, sizeof cache,
-                    &cache, NULL);
-    size_t bytes = (size_t)cache * 2;
-    if (bytes < ((size_t)8 << 20)) bytes = (size_t)8 << 20;
-    if (bytes > ((size_t)512 << 20)) bytes = (size_t)512 << 20;
-    r->flush_n = bytes / 4;
-    r->flush = cli_buffer(env, bytes, "L2 flush buffer");
+    r->flush = cli_flush_buffer(env, &r->flush_n);
     if (!r->flush) return false;
   }
   return clFinish(env->queue) == CL_SUCCESS;

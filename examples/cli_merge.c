@@ -54,14 +54,7 @@ static bool timer_init(timer *t, cli_env *env, bool no_flush) {
   memset(t, 0, sizeof *t);
   t->env = env;
   if (no_flush) return true;
-  cl_ulong cache = 0;
-  clGetDeviceInfo(clattn_context_device(env->ctx), CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, sizeof cache,
-                  &cache, NULL);
-  size_t bytes = (size_t)cache * 2;
-  if (bytes < ((size_t)8 << 20)) bytes = (size_t)8 << 20;
-  if (bytes > ((size_t)512 << 20)) bytes = (size_t)512 << 20;
-  t->flush_n = bytes / 4;
-  t->flush = cli_buffer(env, bytes, "L2 flush buffer");
+  t->flush = cli_flush_buffer(env, &t->flush_n);
   return t->flush != NULL;
 }
 
