@@ -15,6 +15,14 @@
  * sums combine by plain addition at the end. Scores and maxima are double
  * buffered by tile parity: three barriers per tile.
  *
+ * Variants (per-device choices in host/params.c, all tested on every device):
+ *   LANE_KEYS  the score pass with NC lanes per key (coalesced reads, lane sums
+ *              from lanes.clh) instead of a work-item per key;
+ *   KSTAGE     the K tile copied to local memory first, with coalesced loads;
+ *   KV_Q       int4 / fp8 rows read packed: the affine map of a row's values
+ *              is folded into the dot products and accumulators.
+ * On the H200 the plain form was fastest (tools/PERF.md).
+ *
  * With SPLIT the group writes a normalised partial (o, lse) in f32 that the
  * merge kernel (merge.cl) reduces; otherwise it writes o (and lse) directly.
  */
