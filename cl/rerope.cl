@@ -87,18 +87,7 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
     barrier(CLK_LOCAL_MEM_FENCE);
 
     float s[TM * TN];
-    if (cls & RR_IN) {
-      tile_dots(tq1, tk1, r, c, s);
-    } else if (cls & RR_OUT) {
-      tile_dots(tq2, tk2, r, c, s);
-    } else {
-      float s2[TM * TN];
-      tile_dots(tq1, tk1, r, c, s);
-      tile_dots(tq2, tk2, r, c, s2);
-      for (int i = 0; i < TM; i++)
-        for (int u = 0; u < TN; u++)
-          if (!rr_inside(tqpos[r + RT * i], tkpos[c + CT * u], A)) s[i * TN + u] = s2[i * TN + u];
-    }
+    RR_BANDED_DOTS(tile_dots, cls, tq1, tk1, tq2, tk2, r, c, tqpos, tkpos, TM, TN, s, A);
     /* scale, mask (rows/keys past the end, causal), partial row max */
     for (int i = 0; i < TM; i++) {
       const int row = r + RT * i;

@@ -119,18 +119,7 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
 
       /* transposed scores: rows are keys, columns queries */
       float s[TK * TQ], dp[TK * TQ];
-      if (cls & RR_IN) {
-        dots_kq(tk1, tq1, r, c, s);
-      } else if (cls & RR_OUT) {
-        dots_kq(tk2, tq2, r, c, s);
-      } else {
-        float s2[TK * TQ];
-        dots_kq(tk1, tq1, r, c, s);
-        dots_kq(tk2, tq2, r, c, s2);
-        for (int i = 0; i < TK; i++)
-          for (int u = 0; u < TQ; u++)
-            if (!rr_inside(tqpos[c + CT * u], tkpos[r + RT * i], A)) s[i * TQ + u] = s2[i * TQ + u];
-      }
+      RR_BANDED_DOTS(dots_kq, cls, tk1, tq1, tk2, tq2, r, c, tkpos, tqpos, TK, TQ, s, A);
       dots_kq(tv, tdo, r, c, dp);
       for (int i = 0; i < TK; i++) {
         const int kr = r + RT * i;
@@ -256,18 +245,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
     barrier(CLK_LOCAL_MEM_FENCE);
 
     float s[TM * TN], dp[TM * TN];
-    if (cls & RR_IN) {
-      dots_qk(tq1, tk1, r, c, s);
-    } else if (cls & RR_OUT) {
-      dots_qk(tq2, tk2, r, c, s);
-    } else {
-      float s2[TM * TN];
-      dots_qk(tq1, tk1, r, c, s);
-      dots_qk(tq2, tk2, r, c, s2);
-      for (int i = 0; i < TM; i++)
-        for (int u = 0; u < TN; u++)
-          if (!rr_inside(tqpos[r + RT * i], tkpos[c + CT * u], A)) s[i * TN + u] = s2[i * TN + u];
-    }
+    RR_BANDED_DOTS(dots_qk, cls, tq1, tk1, tq2, tk2, r, c, tqpos, tkpos, TM, TN, s, A);
     dots_qk(tdo, tv, r, c, dp);
     for (int i = 0; i < TM; i++) {
       const int qr = r + RT * i;
