@@ -85,6 +85,9 @@
 #ifndef SPLIT
 #define SPLIT 0
 #endif
+#ifndef MMA
+#define MMA 0 /* 1: the tensor-core form (decode_mma.clh): f16/bf16 q and K/V, D a multiple of 64 */
+#endif
 
 #define NC (D / 8)   /* 8-element chunks per row */
 #define NS (WG / NC) /* key subsets in the value pass */
@@ -190,20 +193,50 @@ inline int ord_of(float f) {
 }
 inline float float_of_ord(int i) { return as_float(i >= 0 ? i : i ^ 0x7fffffff); }
 
+/* Writes a block's rows from local memory: o = acc / l (0 where l is 0; NaN
+ * inputs stay NaN) and lse = (m + log2 l) ln 2 (-inf where l is 0), m in log2
+ * units. Row r of the block is query (r0 + r) / G of head hk * G + (r0 + r) % G;
+ * o_base and lse_base point at the sequence (and split). The whole group calls it. */
+inline void store_block_rows(__local const float *acc, __local const float *l_l,
+                             __local const float *m_l, __global ELT(OUT_DT) *o, long o_base,
+                             long som, long soh, long sod, __global float *lse, long lse_base,
+                             long slh, long slm, long om0, int hk, int G, int r0, int rows) {
+  for (int i = get_local_id(0); i < RB * D; i += WG) {
+    const int r = i / D, d = i % D, rr = r0 + r;
+    if (rr >= rows) continue;
+    const float l = l_l[r];
+    const float x = (l != 0.0f) ? acc[i] / l : 0.0f;
+    ST(OUT_DT, o, o_base + (om0 + rr / G) * som + (hk * G + rr % G) * soh + d * sod, x);
+  }
+  const int r = get_local_id(0), rr = r0 + r;
+  if (lse && r < RB && rr < rows) {
+    const float l = l_l[r];
+    lse[lse_base + (hk * G + rr % G) * slh + (om0 + rr / G) * slm] =
+        (l != 0.0f) ? (m_l[r] + log2(l)) * LN2 : -INFINITY;
+  }
+}
+
+/* The partial kernel's parameters (both forms take the same arguments). */
+#define DECODE_PARTIAL_PARAMS \
+    __global const ELT(Q_DT) *q, long q_off, long sqb, long sqm, long sqh, long sqd, \
+    __global const KV_ELT *k, long k_off, long sk0, long sk1, long sk2, \
+    __global const KV_ELT *v, long v_off, long sv0, long sv1, long sv2, \
+    __global const uint *k_ss, long kss_off, long skss0, long skss1, long skss2, \
+    __global const uint *v_ss, long vss_off, long svss0, long svss1, long svss2, \
+    __global const int *kv_len, int kv_cap, \
+    __global const float *bias, long bias_off, long sbb, long sbh, long sbm, long sbn, \
+    __global const int *block_table, long bt_stride, int max_pages, int page_size, int num_pages, \
+    __global const int *q_start, \
+    __global ELT(OUT_DT) *o, long o_off, long sob, long som, long soh, long sod, long o_split, \
+    __global float *lse, long lse_off, long slb, long slh, long slm, long lse_split, \
+    __global int *err_flag, \
+    int Mq, int Hq, int Hkv, int chunk, float scale
+
+#if MMA
+#include "decode_mma.clh"
+#else
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_partial(
-    __global const ELT(Q_DT) *q, long q_off, long sqb, long sqm, long sqh, long sqd,
-    __global const KV_ELT *k, long k_off, long sk0, long sk1, long sk2,
-    __global const KV_ELT *v, long v_off, long sv0, long sv1, long sv2,
-    __global const uint *k_ss, long kss_off, long skss0, long skss1, long skss2,
-    __global const uint *v_ss, long vss_off, long svss0, long svss1, long svss2,
-    __global const int *kv_len, int kv_cap,
-    __global const float *bias, long bias_off, long sbb, long sbh, long sbm, long sbn,
-    __global const int *block_table, long bt_stride, int max_pages, int page_size, int num_pages,
-    __global const int *q_start,
-    __global ELT(OUT_DT) *o, long o_off, long sob, long som, long soh, long sod, long o_split,
-    __global float *lse, long lse_off, long slb, long slh, long slm, long lse_split,
-    __global int *err_flag,
-    int Mq, int Hq, int Hkv, int chunk, float scale) {
+    DECODE_PARTIAL_PARAMS) {
   const int tid = get_local_id(0);
   const int split = get_group_id(0);
   const int hk = get_group_id(1) % Hkv;
@@ -245,7 +278,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
   __local float q_l[RB * D]; /* also the reduction buffer at the end */
   __local float s_l[2][RB][WG];
   __local int tmax_l[2][RB];
-  __local float l_l[RB];
+  __local float l_l[RB], m_fin_l[RB];
 #if KSTAGE && KV_Q
   __local uint kq_l[WG * KQ_STRIDE];
 #elif KSTAGE
@@ -536,28 +569,17 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 
+  if (tid == 0)
+    for (int r = 0; r < RB; r++) m_fin_l[r] = m_run[r];
+  barrier(CLK_LOCAL_MEM_FENCE);
+
   /* Output rows: packed (varlen, direct) or [b, mq, h] (also the partials' layout). */
 #if VARLEN && !SPLIT
   const long ob = 0, om0 = qs;
-  const long lb = 0;
 #else
   const long ob = b, om0 = 0;
-  const long lb = b;
 #endif
-  for (int i = tid; i < RB * D; i += WG) {
-    const int r = i / D, d = i % D, rr = r0 + r;
-    if (rr >= rows) continue;
-    const float l = l_l[r];
-    const float x = (l != 0.0f) ? q_l[i] / l : 0.0f; /* NaN inputs stay NaN */
-    ST(OUT_DT, o,
-       o_off + split * o_split + ob * sob + (om0 + rr / G) * som + (hk * G + rr % G) * soh + d * sod,
-       x);
-  }
-  if (lse && tid < RB && r0 + tid < rows) {
-    const int rr = r0 + tid;
-    const float l = l_l[tid];
-    const float val = (l != 0.0f) ? (m_run[tid] + log2(l)) * LN2 : -INFINITY;
-    lse[lse_off + split * lse_split + lb * slb + (hk * G + rr % G) * slh + (om0 + rr / G) * slm] =
-        val;
-  }
+  store_block_rows(q_l, l_l, m_fin_l, o, o_off + split * o_split + ob * sob, som, soh, sod, lse,
+                   lse_off + split * lse_split + ob * slb, slh, slm, om0, hk, G, r0, rows);
 }
+#endif /* MMA */

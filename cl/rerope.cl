@@ -156,10 +156,10 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
 
 /* One tile of the online softmax: logits s (log2 units) become p, the row
  * maxima / sums and the accumulator are rescaled; then O += P V. */
-RR_INLINE void softmax_pv(float4 *s, float *mx, float *lsum, float4 *acc,
+MMA_INLINE void softmax_pv(float4 *s, float *mx, float *lsum, float4 *acc,
                           __local const ushort *sv EMU_PARAM) {
   float tm0 = -INFINITY, tm1 = -INFINITY;
-  RR_UNROLL
+  MMA_UNROLL
   for (int nb = 0; nb < NB; nb++) {
     tm0 = fmax(tm0, fmax(s[nb].x, s[nb].y));
     tm1 = fmax(tm1, fmax(s[nb].z, s[nb].w));
@@ -171,7 +171,7 @@ RR_INLINE void softmax_pv(float4 *s, float *mx, float *lsum, float4 *acc,
   mx[0] = mn0;
   mx[1] = mn1;
   float ps0 = 0.0f, ps1 = 0.0f;
-  RR_UNROLL
+  MMA_UNROLL
   for (int nb = 0; nb < NB; nb++) {
     const float4 p = (float4)(native_exp2(s[nb].x - mu0), native_exp2(s[nb].y - mu0),
                               native_exp2(s[nb].z - mu1), native_exp2(s[nb].w - mu1));
@@ -181,10 +181,10 @@ RR_INLINE void softmax_pv(float4 *s, float *mx, float *lsum, float4 *acc,
   }
   lsum[0] = lsum[0] * al0 + ps0;
   lsum[1] = lsum[1] * al1 + ps1;
-  RR_UNROLL
+  MMA_UNROLL
   for (int db = 0; db < DB; db++) acc[db] *= (float4)(al0, al0, al1, al1);
   /* P's accumulator fragments are the A fragments of the next product */
-  RR_UNROLL
+  MMA_UNROLL
   for (int kk = 0; kk < BN / 16; kk++)
     mma_rows(acc, afrag(s[2 * kk], s[2 * kk + 1]), sv, kk EMU_ARG);
 }
@@ -245,7 +245,7 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
   const float sl2 = A.scale * M_LOG2E_F; /* logits in log2 units: exp2 */
   float mx[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.0f, 0.0f};
   float4 acc[DB], s[NB];
-  RR_UNROLL
+  MMA_UNROLL
   for (int db = 0; db < DB; db++) acc[db] = (float4)(0.0f);
 
   int n0 = rr_next_ktile(0, n_end, qlo, qhi, kpos, vkp, z, A);

@@ -389,7 +389,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
 
   const float sl2 = A.scale * M_LOG2E_F;
   float4 a1[DB], a2[DB];
-  RR_UNROLL
+  MMA_UNROLL
   for (int db = 0; db < DB; db++) a1[db] = a2[db] = (float4)(0.0f);
 
   int n0 = rr_next_ktile(0, n_end, qlo, qhi, kpos, vkp, z, A);
@@ -415,7 +415,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
     const bool mixed = !(cls & (RR_IN | RR_OUT));
     float4 d1[NBK], d2[NBK];
     tile_logits(d1, cls, n0, qf1, qf2, sk1, sk2, kpos ? skpos : NULL, pq0, pq1, A, sl2 EMU_ARG);
-    RR_UNROLL
+    MMA_UNROLL
     for (int nb = 0; nb < NBK; nb++) {
       const float4 c = d1[nb];
       const float4 p = (float4)(native_exp2(c.x - ls0), native_exp2(c.y - ls0),
@@ -434,7 +434,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
       }
     }
     /* dQ1 += dS1 K1, dQ2 += dS2 K2 */
-    RR_UNROLL
+    MMA_UNROLL
     for (int kk = 0; kk < BN / 16; kk++) {
       if (!(cls & RR_OUT)) mma_rows(a1, afrag(d1[2 * kk], d1[2 * kk + 1]), sk1, kk EMU_ARG);
       if (!(cls & RR_IN)) mma_rows(a2, afrag(d2[2 * kk], d2[2 * kk + 1]), sk2, kk EMU_ARG);
@@ -446,7 +446,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   /* dq = R(p_i)^T dq1 + R(W)^T dq2 */
   rope_frag_inverse(a1, (float)pq0, (float)pq1, A);
   rope_frag_inverse(a2, (float)A.window, (float)A.window, A);
-  RR_UNROLL
+  MMA_UNROLL
   for (int db = 0; db < DB; db++) a1[db] += a2[db];
   store_frags(dq1, vdq1, z, h, n_a, A.Nq, a1, A.scale, A.scale);
 #else
@@ -501,7 +501,7 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
 
   const float sl2 = A.scale * M_LOG2E_F;
   float4 ak1[DB], ak2[DB], av[DB];
-  RR_UNROLL
+  MMA_UNROLL
   for (int db = 0; db < DB; db++) ak1[db] = ak2[db] = av[db] = (float4)(0.0f);
 
   for (int gq = 0; gq < A.G; gq++) {
@@ -536,15 +536,15 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
       float4 pt[NBQ], d2[NBQ];
       uint4 kf[KB];
       load_afrags(kf, (cls & RR_OUT) ? sk2 : sk1 EMU_ARG);
-      RR_UNROLL
+      MMA_UNROLL
       for (int qb = 0; qb < NBQ; qb++)
         pt[qb] = qk_block(qb, kf, (cls & RR_OUT) ? sq2 : sq1 EMU_ARG);
       if (mixed) {
         load_afrags(kf, sk2 EMU_ARG);
-        RR_UNROLL
+        MMA_UNROLL
         for (int qb = 0; qb < NBQ; qb++) d2[qb] = qk_block(qb, kf, sq2 EMU_ARG);
       }
-      RR_UNROLL
+      MMA_UNROLL
       for (int qb = 0; qb < NBQ; qb++) {
         float4 c1 = pt[qb];
         const float4 c2 = mixed ? d2[qb] : c1;
@@ -563,12 +563,12 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
                           native_exp2(c1.w - lb));
       }
       /* dV += P^T dO */
-      RR_UNROLL
+      MMA_UNROLL
       for (int kk = 0; kk < BM / 16; kk++)
         mma_rows(av, afrag(pt[2 * kk], pt[2 * kk + 1]), sdo, kk EMU_ARG);
       /* dS^T = P^T (dP^T - delta), split by side of the window into pt (1) and d2 (2) */
       load_afrags(kf, sv EMU_ARG); /* now V's fragments: dP^T = V dO^T */
-      RR_UNROLL
+      MMA_UNROLL
       for (int qb = 0; qb < NBQ; qb++) {
         const int c = qb * 8 + 2 * t;
         const float4 dpt = qk_block(qb, kf, sdo EMU_ARG);
@@ -585,7 +585,7 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
         }
       }
       /* dK1 += dS1^T Q1, dK2 += dS2^T Q2 */
-      RR_UNROLL
+      MMA_UNROLL
       for (int kk = 0; kk < BM / 16; kk++) {
         if (!(cls & RR_OUT)) mma_rows(ak1, afrag(pt[2 * kk], pt[2 * kk + 1]), sq1, kk EMU_ARG);
         if (!(cls & RR_IN)) mma_rows(ak2, afrag(d2[2 * kk], d2[2 * kk + 1]), sq2, kk EMU_ARG);
@@ -597,7 +597,7 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
 #if ROTARY
   /* dk = R(p_j)^T dk1 + dk2 */
   rope_frag_inverse(ak1, (float)pk0, (float)pk1, A);
-  RR_UNROLL
+  MMA_UNROLL
   for (int db = 0; db < DB; db++) ak1[db] += ak2[db];
   store_frags(dk1, vdk1, z, hk, j_a, A.Nk, ak1, A.scale, A.scale);
 #else

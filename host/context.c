@@ -2,6 +2,7 @@
  * profile, its tuning row and the program cache. */
 #include "internal.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,18 @@ void clattn_feature_options(const clattn_context *ctx, char *buf, size_t size) {
            fast && ctx->profile.has_nv_ptx, sm, fast && ctx->profile.has_amd_builtins,
            ctx->profile.simd_width, ctx->profile.has_fp64);
 }
+
+bool clattn_nv_ptx_active(const clattn_context *ctx) {
+  char feat[256];
+  clattn_feature_options(ctx, feat, sizeof feat);
+  return strstr(feat, "CLATTN_NV_PTX=1") != NULL;
+}
+
+static atomic_int forced_path; /* clattn_force_path */
+
+void clattn_force_path(int path) { atomic_store(&forced_path, path); }
+
+int clattn_forced_path(void) { return atomic_load(&forced_path); }
 
 clattn_status clattn_check_enqueue(const clattn_context *ctx, cl_command_queue queue,
                                    cl_uint num_wait, const cl_event *wait) {

@@ -72,6 +72,8 @@ typedef struct clattn_tuning {
   int decode_lane_keys;   /* scores with a key's lanes reading it together (see cl/lanes.clh) */
   int decode_kstage;      /* float K tiles staged in local memory with coalesced loads */
   int decode_kstage_quant; /* the same for int4 / fp8 K (their rows are read word by word) */
+  int decode_mma;         /* the tensor-core form where the profile and shape allow */
+  int decode_mma_splits_per_cu; /* its split target */
   /* merge */
   int merge_wg;
   /* rerope (forward / backward) */
@@ -112,6 +114,14 @@ void clattn_log(const clattn_context *ctx, clattn_log_level level, const char *f
 
 /* Vendor feature macros for kernels (-DCLATTN_NV_PTX=1 ...), from the profile. */
 void clattn_feature_options(const clattn_context *ctx, char *buf, size_t size);
+/* The device's inline PTX fast paths are on (NVIDIA, CLATTN_PORTABLE unset). */
+bool clattn_nv_ptx_active(const clattn_context *ctx);
+
+/* Test hook (process-wide) for the operations with tensor-core kernels
+ * (decode, ReRoPE): 0 auto; 1 portable kernels only; 2 tensor-core kernels,
+ * their PTX emulated in local memory off NVIDIA, where the shape allows. */
+void clattn_force_path(int path);
+int clattn_forced_path(void);
 
 /* ------------------------------------------------------------------ programs (program.c) */
 
@@ -275,9 +285,6 @@ clattn_status clattn_rr_problem_init(clattn_rr_problem *p, const clattn_tensor *
 clattn_status clattn_rr_rotary_init(clattn_rr_problem *p, const clattn_tensor *q_pos,
                                     const clattn_tensor *k_pos, float theta, int layout);
 
-/* Test hook (process-wide): 0 auto; 1 portable kernels only; 2 tensor-core
- * kernels with the PTX emulated in local memory, where the shape allows. */
-void clattn_rerope_force_path(int path);
 
 /* ------------------------------------------------------------------ unfused reference (lib/baseline.c) */
 

@@ -19,6 +19,7 @@ typedef struct row {
   .decode_wg = (wg), .decode_splits_per_cu = (per_cu), .decode_min_keys_per_split = (min_keys), \
   .decode_max_splits = (max_splits), .decode_lane_keys = (lane_keys), .decode_kstage = (kstage), \
   .decode_kstage_quant = (kstage_quant)
+#define DECODE_MMA(use, per_cu) .decode_mma = (use), .decode_mma_splits_per_cu = (per_cu)
 #define RROPE(bm, bn, wg, mma) .rerope_block_m = (bm), .rerope_block_n = (bn), .rerope_wg = (wg), .rerope_use_mma = (mma)
 #define OTHERS(merge, quant) .merge_wg = (merge), .quant_wg = (quant)
 
@@ -27,8 +28,8 @@ static const row table[] = {
      * (4 gave 2.5 against 2.6 TB/s at B=64, ctx=4096); a work-item per key beat
      * 16 lanes per key with shfl.sync sums (2.9 against 1.9 TB/s) and K tiles
      * staged in local memory (2.3 TB/s; int4 4.9 against 3.6 ms). */
-    {"nvidia-sm9", {DECODE(128, 2, 256, 128, 0, 0, 0), RROPE(64, 64, 128, 1), OTHERS(128, 256)}},
-    {"nvidia-sm8", {DECODE(128, 2, 256, 128, 0, 0, 0), RROPE(64, 64, 128, 1), OTHERS(128, 256)}},
+    {"nvidia-sm9", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4), RROPE(64, 64, 128, 1), OTHERS(128, 256)}},
+    {"nvidia-sm8", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4), RROPE(64, 64, 128, 1), OTHERS(128, 256)}},
     {"nvidia", {DECODE(128, 2, 256, 128, 0, 0, 0), RROPE(32, 32, 128, 0), OTHERS(128, 256)}},
     /* CDNA (wave64) and RDNA (wave32): unmeasured, NVIDIA's choices */
     {"amd-gfx9", {DECODE(256, 4, 256, 128, 0, 0, 0), RROPE(32, 32, 256, 0), OTHERS(256, 256)}},
@@ -39,6 +40,7 @@ static const row table[] = {
     {"", {DECODE(64, 2, 128, 64, 0, 0, 0), RROPE(16, 16, 64, 0), OTHERS(64, 64)}}, /* generic */
 };
 #undef DECODE
+#undef DECODE_MMA
 #undef RROPE
 #undef OTHERS
 
@@ -48,7 +50,8 @@ static const struct {
   size_t off;
 } fields[] = {
     FIELD(decode_wg),      FIELD(decode_splits_per_cu), FIELD(decode_min_keys_per_split),
-    FIELD(decode_max_splits), FIELD(decode_lane_keys), FIELD(decode_kstage), FIELD(decode_kstage_quant), FIELD(merge_wg),
+    FIELD(decode_max_splits), FIELD(decode_lane_keys), FIELD(decode_kstage), FIELD(decode_kstage_quant),
+    FIELD(decode_mma), FIELD(decode_mma_splits_per_cu), FIELD(merge_wg),
     FIELD(rerope_block_m), FIELD(rerope_block_n), FIELD(rerope_wg),
     FIELD(rerope_use_mma), FIELD(quant_wg),
 };

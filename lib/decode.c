@@ -15,6 +15,7 @@ typedef struct plan {
   int page_size, num_pages, max_pages;
   int kv_q, kv_groups, fnuz; /* quantized K/V: 0 none, 1 int4, 2 fp8 */
   bool paged, varlen, causal, bias, aligned, lane_keys, kstage;
+  bool mma, emulate; /* the tensor-core form (cl/decode_mma.clh); its PTX emulated (tests) */
   clattn_dtype qdt, kvdt, odt;
   size_t part_o_elems, lse_offset_bytes, ws_bytes;
 } plan;
@@ -224,13 +225,28 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
   const bool want = pl->kv_q ? t->decode_kstage_quant : (t->decode_kstage && pl->aligned);
   pl->kstage = want && !pl->lane_keys && kstage_bytes + other_bytes <= ctx->profile.local_mem_bytes;
 
+  /* The tensor-core form where it applies: f16/bf16 q and K/V of one dtype,
+   * 16-byte aligned rows, D a multiple of 64; its PTX is real on NVIDIA and
+   * emulated where a test forces it elsewhere. Blocks of 8 or 16 rows. */
+  const int forced = clattn_forced_path();
+  const bool ptx = clattn_nv_ptx_active(ctx);
+  if ((forced == 2 || (forced == 0 && t->decode_mma && ptx)) && pl->kv_q == 0 &&
+      pl->qdt == pl->kvdt && pl->kvdt != CLATTN_F32 && pl->aligned && pl->D % 64 == 0) {
+    pl->mma = true;
+    pl->emulate = !ptx;
+    pl->lane_keys = pl->kstage = false;
+    pl->RB = pl->rows <= 8 ? 8 : 16;
+    pl->nrb = (int)div_up(pl->rows > 0 ? pl->rows : 1, pl->RB);
+  }
+
   /* split count: fill the compute units unless fixed */
   const int64_t groups = (int64_t)pl->B * pl->Hkv * pl->nrb;
+  const int per_cu = pl->mma && t->decode_mma_splits_per_cu ? t->decode_mma_splits_per_cu : t->decode_splits_per_cu;
   if (p->num_splits > 0) {
     pl->S = p->num_splits;
     pl->chunk = (int)div_up(pl->kv_cap > 0 ? pl->kv_cap : 1, pl->S);
   } else {
-    int64_t target = (int64_t)ctx->profile.compute_units * t->decode_splits_per_cu;
+    int64_t target = (int64_t)ctx->profile.compute_units * per_cu;
     int64_t s = div_up(target, groups > 0 ? groups : 1);
     int64_t by_len = div_up(pl->kv_cap, t->decode_min_keys_per_split);
     if (s > by_len) s = by_len;
@@ -254,10 +270,11 @@ static void decode_options(const plan *pl, bool split, char *buf, size_t size) {
   snprintf(buf, size,
            "-DQ_DT=%s -DKV_DT=%s -DO_DT=%s -DD=%d -DWG=%d -DRB=%d -DKV_Q=%d -DKV_GROUPS=%d "
            "-DFP8_FNUZ=%d -DALIGNED=%d -DPAGED=%d -DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DSPLIT=%d "
-           "-DLANE_KEYS=%d -DKSTAGE=%d%s",
+           "-DLANE_KEYS=%d -DKSTAGE=%d -DMMA=%d%s%s",
            clattn_dtype_cl(pl->qdt), clattn_dtype_cl(pl->kv_q ? CLATTN_F32 : pl->kvdt),
            clattn_dtype_cl(pl->odt), pl->D, pl->WG, pl->RB, pl->kv_q, pl->kv_groups, pl->fnuz,
-           pl->aligned, pl->paged, pl->varlen, pl->causal, pl->bias, split, pl->lane_keys, pl->kstage, page);
+           pl->aligned, pl->paged, pl->varlen, pl->causal, pl->bias, split, pl->lane_keys, pl->kstage,
+           pl->mma, pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
 }
 
 clattn_status clattn_decode_workspace_size(clattn_context *ctx, const clattn_decode_params *params,
@@ -474,6 +491,19 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.lane_keys = 0;
     pl.kstage = 1;
     EMIT(pl, fnuz);
+  }
+  /* the tensor-core form, its PTX emulated (portable OpenCL) */
+  for (int f = 0; f < 4; f++) {
+    plan pl = base;
+    pl.mma = pl.emulate = pl.aligned = true;
+    pl.qdt = pl.kvdt = (f & 1) ? CLATTN_BF16 : CLATTN_F16;
+    pl.odt = (f & 2) ? CLATTN_F32 : pl.qdt;
+    pl.D = f == 3 ? 256 : 64 << (f & 1);
+    pl.RB = f == 2 ? 16 : 8;
+    pl.paged = pl.causal = f == 1;
+    pl.page_size = pl.paged ? 16 : 0;
+    pl.varlen = pl.bias = f == 2;
+    EMIT(pl, f != 3);
   }
 #undef EMIT
 }

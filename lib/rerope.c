@@ -5,13 +5,8 @@
 
 #include <limits.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-
-static atomic_int forced_path; /* clattn_rerope_force_path */
-
-void clattn_rerope_force_path(int path) { atomic_store(&forced_path, path); }
 
 /* ---------------------------------------------------------------- views and arguments */
 
@@ -132,12 +127,6 @@ clattn_status clattn_rr_rotary_init(clattn_rr_problem *p, const clattn_tensor *q
 
 /* Whether the build options will carry -DCLATTN_NV_PTX=1 (the profile, and
  * CLATTN_PORTABLE=1 forcing the portable twins). */
-static bool nv_ptx_active(const clattn_context *ctx) {
-  char feat[256];
-  clattn_feature_options(ctx, feat, sizeof feat);
-  return strstr(feat, "CLATTN_NV_PTX=1") != NULL;
-}
-
 /* Local memory of the portable kernels; mirrors the __local arrays of
  * cl/rerope.cl (fwd) and cl/rerope_bwd.cl (bwd: the larger of dkdv and dq). */
 static size_t portable_local_bytes(const clattn_rr_problem *p, clattn_rr_kind kind, int bm, int bn,
@@ -233,8 +222,8 @@ clattn_status clattn_rr_plan_make(const clattn_context *ctx, const clattn_rr_pro
                                   clattn_rr_kind kind, const clattn_tensor *const *views,
                                   int n_views, clattn_rr_plan *out) {
   memset(out, 0, sizeof *out);
-  const int forced = atomic_load(&forced_path);
-  const bool ptx = nv_ptx_active(ctx);
+  const int forced = clattn_forced_path();
+  const bool ptx = clattn_nv_ptx_active(ctx);
   /* forced tensor-core kernels run the real PTX where it exists, the emulation elsewhere */
   const bool fast = forced == 2 || (forced == 0 && ctx->tuning.rerope_use_mma && ptx);
   if (fast && plan_mma(ctx, p, kind, views, n_views, !ptx, out)) return CLATTN_SUCCESS;
@@ -246,7 +235,7 @@ void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *pl, cha
                        size_t size) {
   snprintf(buf, size, "-DDT=%s -DD=%d -DROTARY=%d -DBM=%d -DBN=%d -DWG=%d -DCT=%d -DRR_MMA=%d%s",
            clattn_dtype_cl(p->dtype), p->D, p->rotary, pl->bm, pl->bn, pl->wg, pl->ct, pl->mma,
-           pl->emulate ? " -DRR_MMA_EMULATE=1 -cl-opt-disable" : "");
+           pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "");
 }
 
 /* ---------------------------------------------------------------- forward */

@@ -241,6 +241,12 @@ double check_close(const char *label, const double *got, const double *want, siz
 }
 
 int run_suites(void) {
+  /* CLATTN_TEST_ONLY=text runs only the tests whose names contain it (development) */
+  const char *only = getenv("CLATTN_TEST_ONLY");
+  if (only && *only)
+    for (CU_pSuite s = CU_get_registry()->pSuite; s; s = s->pNext)
+      for (CU_pTest t = s->pTest; t; t = t->pNext)
+        CU_set_test_active(t, strstr(t->pName, only) ? CU_TRUE : CU_FALSE);
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();

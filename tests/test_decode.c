@@ -455,6 +455,7 @@ static void test_out_of_range(void) {
  * sum: the twin that NVIDIA's shfl.sync and AMD's ds_bpermute sums are
  * compared against when the suite runs there with and without CLATTN_PORTABLE. */
 static void test_lane_keys(void) {
+  clattn_force_path(1); /* not the tensor-core form */
   const int saved = fx.ctx->tuning.decode_lane_keys, saved_wg = fx.ctx->tuning.decode_wg;
   fx.ctx->tuning.decode_lane_keys = 1;
   static const int dims[] = {8, 64, 128, 256};
@@ -485,10 +486,12 @@ static void test_lane_keys(void) {
   run_case(&c);
   fx.ctx->tuning.decode_lane_keys = saved;
   fx.ctx->tuning.decode_wg = saved_wg;
+  clattn_force_path(0);
 }
 
 /* K tiles staged through local memory (a GPU row's choice), every float dtype. */
 static void test_kstage(void) {
+  clattn_force_path(1);
   const int saved = fx.ctx->tuning.decode_kstage;
   fx.ctx->tuning.decode_kstage = 1;
   static const clattn_dtype dts[] = {CLATTN_F32, CLATTN_F16, CLATTN_BF16};
@@ -511,6 +514,113 @@ static void test_kstage(void) {
   c.bad_entry = 1;
   run_case(&c);
   fx.ctx->tuning.decode_kstage = saved;
+  clattn_force_path(0);
+}
+
+/* The tensor-core form (cl/decode_mma.clh), forced: mma.sync on NVIDIA, its
+ * PTX emulated in local memory elsewhere, so the fragment bookkeeping is
+ * checked on every device. f16/bf16 q and K/V with aligned rows, D 64 128 256;
+ * blocks of 8 and 16 rows (and two blocks), lengths not a multiple of a warp's
+ * 16 keys, splits, causal, bias, paged (with bad entries), varlen, strides. */
+static dcase mma_base(clattn_dtype dt, int D) {
+  dcase c = base();
+  c.qdt = c.kvdt = c.odt = dt;
+  c.D = D;
+  return c;
+}
+
+static void test_mma(void) {
+  clattn_force_path(2);
+  dcase c = mma_base(CLATTN_F16, 64);
+  run_case(&c);
+  c.odt = CLATTN_F32;
+  c.splits = 3;
+  run_case(&c);
+  c = mma_base(CLATTN_BF16, 128);
+  c.Nkv = 45;
+  run_case(&c);
+  c.odt = CLATTN_F32;
+  run_case(&c);
+  c = mma_base(CLATTN_F16, 256);
+  c.Hq = c.Hkv = 3; /* MHA: one row per block */
+  c.Nkv = 20;
+  run_case(&c);
+
+  /* 16 rows (G = 16), 32 rows (two blocks), causal Mq 2 and 4 */
+  c = mma_base(CLATTN_F16, 64);
+  c.Hq = 16;
+  c.Hkv = 1;
+  c.bias = 1;
+  run_case(&c);
+  c.Hq = 32;
+  c.Hkv = 2;
+  c.bias = 0;
+  c.Nkv = 50;
+  run_case(&c);
+  c = mma_base(CLATTN_BF16, 64);
+  c.Mq = 2;
+  c.causal = 1;
+  c.Hq = 8;
+  c.Hkv = 1; /* 16 rows */
+  run_case(&c);
+  c.Mq = 4;
+  c.Hq = 4;
+  c.Hkv = 2; /* 8 rows */
+  c.splits = 5;
+  run_case(&c);
+
+  /* lengths 0, 1, 7 and long in one batch; more splits than tiles */
+  static const int32_t lens[] = {0, 1, 7, 700};
+  c = mma_base(CLATTN_F16, 128);
+  c.B = 4;
+  c.Nkv = 700;
+  c.kv_len = lens;
+  run_case(&c);
+  c.splits = 100;
+  run_case(&c);
+
+  /* strided BHSD views at aligned offsets */
+  c = mma_base(CLATTN_F16, 64);
+  c.bhsd = 1;
+  c.pad = 8;
+  run_case(&c);
+
+  /* paged (page sizes 1 and 48, prefix pages shared, causal), bad entries */
+  static const int32_t plens[] = {130, 1, 0, 97};
+  c = mma_base(CLATTN_BF16, 64);
+  c.B = 4;
+  c.Nkv = 130;
+  c.kv_len = plens;
+  c.page_size = 48;
+  c.share_pages = 1;
+  c.Mq = 2;
+  c.causal = 1;
+  run_case(&c);
+  c.page_size = 1;
+  c.share_pages = 0;
+  c.Mq = 1;
+  c.causal = 0;
+  run_case(&c);
+  c.page_size = 16;
+  c.bad_entry = 1;
+  run_case(&c);
+  static const int32_t full[] = {144, 1, 0, 97}; /* sequence 0 fills its table */
+  c.Nkv = 144;
+  c.kv_len = full;
+  c.bad_entry = 0;
+  c.len_over = 5;
+  run_case(&c);
+
+  /* varlen queries, 0 to 4 per sequence, causal */
+  static const int32_t counts[] = {2, 0, 4, 1};
+  c = mma_base(CLATTN_F16, 64);
+  c.B = 4;
+  c.Mq = 4;
+  c.q_counts = counts;
+  c.causal = 1;
+  c.bias = 1;
+  run_case(&c);
+  clattn_force_path(0);
 }
 
 void add_decode_error_tests(CU_pSuite s); /* test_decode_errors.c */
@@ -535,5 +645,6 @@ int main(void) {
   CU_add_test(s, "block table out of range", test_out_of_range);
   CU_add_test(s, "lane-per-chunk score pass", test_lane_keys);
   CU_add_test(s, "K tiles staged in local memory", test_kstage);
+  CU_add_test(s, "tensor-core form (PTX emulated off NVIDIA)", test_mma);
   return run_suites();
 }

@@ -22,7 +22,7 @@ typedef struct rcase {
   int positions;   /* rotary: 0 default, 1 shared [N] (shifted), 2 per batch [Z, N] shuffled */
   int bwd;         /* also the backward */
   int strided;     /* tensors stored [Z, N, H, D] at an element offset, viewed through strides */
-  int path;        /* clattn_rerope_force_path: 0 auto (the fast path where the device has
+  int path;        /* clattn_force_path: 0 auto (the fast path where the device has
                     * one), 1 portable, 2 tensor cores (their PTX emulated without NVIDIA) */
   int cross_check; /* rotary: also the explicit kernels on host-rotated inputs */
 } rcase;
@@ -180,7 +180,7 @@ static void run_case(const rcase *c) {
                            : "");
   if (getenv("RR_ONLY") && !strstr(name, getenv("RR_ONLY"))) return;
   fprintf(stderr, "  %s\n", name);
-  clattn_rerope_force_path(c->path);
+  clattn_force_path(c->path);
   const int Z = c->Z, Hq = c->Hq, Hkv = c->Hkv, Nq = c->Nq, Nk = c->Nk, D = c->D;
   const size_t nq = (size_t)Z * Hq * Nq * D, nk = (size_t)Z * Hkv * Nk * D;
   const size_t nl = (size_t)Z * Hq * Nq;
@@ -368,7 +368,7 @@ static void run_case(const rcase *c) {
   if (c->rotary) free(rq1), free(rk1);
   free(q1), free(q2), free(k1), free(k2), free(v), free(o), free(lse), free(o_ref), free(lse_ref);
   free(qpos), free(kpos);
-  clattn_rerope_force_path(0);
+  clattn_force_path(0);
 }
 
 static rcase base(void) {

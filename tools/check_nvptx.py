@@ -33,6 +33,7 @@ int OV min(int a, int b) { return a < b ? a : b; }
 int OV max(int a, int b) { return a > b ? a : b; }
 float4 OV select(float4 a, float4 b, int4 c) { return (float4)(c.x < 0 ? b.x : a.x, c.y < 0 ? b.y : a.y, c.z < 0 ? b.z : a.z, c.w < 0 ? b.w : a.w); }
 long OV clamp(long x, long a, long b) { return x < a ? a : x > b ? b : x; }
+int OV clamp(int x, int a, int b) { return x < a ? a : x > b ? b : x; }
 static float h2f_(ushort h) { float f; __asm__("{ .reg .b16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h)); return f; }
 static ushort f2h_(float x) { ushort h; __asm__("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x)); return h; }
 float OV vload_half(size_t i, const __global half *p) { return h2f_(((const __global ushort *)p)[i]); }
