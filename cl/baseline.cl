@@ -62,7 +62,7 @@ __kernel void clattn_baseline_stage(__global const ELT(SRC_DT) *src, long src_of
 
 /* Max or sum of the work-group's values, through local memory (no
  * sub-group functions: NVIDIA's OpenCL has none). */
-inline float group_reduce(float x, __local float *tmp, bool is_max) {
+static inline float group_reduce(float x, __local float *tmp, bool is_max) {
   const int t = get_local_id(0);
   tmp[t] = x;
   barrier(CLK_LOCAL_MEM_FENCE);

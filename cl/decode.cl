@@ -125,7 +125,7 @@
 #define KV_RAW8(p, row, c) fp8_values8(vload2(0, (p) + (row) + 2 * (c)))
 #define KV_SS(p, row, c, rss) (rss)
 #endif
-inline float8 affine8(float8 x, float2 ss) { return fma(x, (float8)(ss.x), (float8)(ss.y)); }
+static inline float8 affine8(float8 x, float2 ss) { return fma(x, (float8)(ss.x), (float8)(ss.y)); }
 #define KV_LOAD8(p, row, c, rss) affine8(KV_RAW8(p, row, c), KV_SS(p, row, c, rss))
 #endif
 /* scale-shift groups per row (each NC / NG chunks) */
@@ -174,11 +174,11 @@ inline float8 affine8(float8 x, float2 ss) { return fma(x, (float8)(ss.x), (floa
 #define KWORD_ELEMS CAT(KE_, KV_DT)
 #define KW (D / KWORD_ELEMS)
 #define KSTRIDE (KW + 1)
-inline float8 kword8_f32(__local const uint4 *row, int c) {
+static inline float8 kword8_f32(__local const uint4 *row, int c) {
   return (float8)(as_float4(row[2 * c]), as_float4(row[2 * c + 1]));
 }
-inline float8 kword8_bf16(__local const uint4 *row, int c) { return bf16x8_to_float8(row[c]); }
-inline float8 kword8_f16(__local const uint4 *row, int c) {
+static inline float8 kword8_bf16(__local const uint4 *row, int c) { return bf16x8_to_float8(row[c]); }
+static inline float8 kword8_f16(__local const uint4 *row, int c) {
   const uint4 w = row[c];
   return (float8)(half2_bits_to_float2(w.x), half2_bits_to_float2(w.y), half2_bits_to_float2(w.z),
                   half2_bits_to_float2(w.w));
@@ -187,17 +187,17 @@ inline float8 kword8_f16(__local const uint4 *row, int c) {
 #endif
 
 /* Order-preserving map of floats to ints, so atomic_max on ints is a float max. */
-inline int ord_of(float f) {
+static inline int ord_of(float f) {
   const int i = as_int(f);
   return i >= 0 ? i : i ^ 0x7fffffff;
 }
-inline float float_of_ord(int i) { return as_float(i >= 0 ? i : i ^ 0x7fffffff); }
+static inline float float_of_ord(int i) { return as_float(i >= 0 ? i : i ^ 0x7fffffff); }
 
 /* Writes a block's rows from local memory: o = acc / l (0 where l is 0; NaN
  * inputs stay NaN) and lse = (m + log2 l) ln 2 (-inf where l is 0), m in log2
  * units. Row r of the block is query (r0 + r) / G of head hk * G + (r0 + r) % G;
  * o_base and lse_base point at the sequence (and split). The whole group calls it. */
-inline void store_block_rows(__local const float *acc, __local const float *l_l,
+static inline void store_block_rows(__local const float *acc, __local const float *l_l,
                              __local const float *m_l, __global ELT(OUT_DT) *o, long o_base,
                              long som, long soh, long sod, __global float *lse, long lse_base,
                              long slh, long slm, long om0, int hk, int G, int r0, int rows) {

@@ -44,26 +44,26 @@
 #define LD8S(dt, p, i, st) CAT(ld8s_, dt)((p), (i), (st))
 #define ST8S(dt, p, i, st, x) CAT(st8s_, dt)((p), (i), (st), (x))
 
-inline float8 ld8s_f32(__global const float *p, long i, long st) {
+static inline float8 ld8s_f32(__global const float *p, long i, long st) {
   if (st == 1) return LD8(f32, p, i);
   return (float8)(p[i], p[i + st], p[i + 2 * st], p[i + 3 * st], p[i + 4 * st], p[i + 5 * st],
                   p[i + 6 * st], p[i + 7 * st]);
 }
-inline float8 ld8s_f16(__global const half *p, long i, long st) {
+static inline float8 ld8s_f16(__global const half *p, long i, long st) {
   if (st == 1) return LD8(f16, p, i);
   return (float8)(vload_half(i, p), vload_half(i + st, p), vload_half(i + 2 * st, p),
                   vload_half(i + 3 * st, p), vload_half(i + 4 * st, p),
                   vload_half(i + 5 * st, p), vload_half(i + 6 * st, p),
                   vload_half(i + 7 * st, p));
 }
-inline float8 ld8s_bf16(__global const ushort *p, long i, long st) {
+static inline float8 ld8s_bf16(__global const ushort *p, long i, long st) {
   if (st == 1) return LD8(bf16, p, i);
   const ushort8 u = (ushort8)(p[i], p[i + st], p[i + 2 * st], p[i + 3 * st], p[i + 4 * st],
                               p[i + 5 * st], p[i + 6 * st], p[i + 7 * st]);
   return as_float8(convert_uint8(u) << 16);
 }
 
-inline void st8s_f32(__global float *p, long i, long st, float8 x) {
+static inline void st8s_f32(__global float *p, long i, long st, float8 x) {
   if (st == 1) {
     vstore8(x, 0, p + i);
     return;
@@ -71,7 +71,7 @@ inline void st8s_f32(__global float *p, long i, long st, float8 x) {
   p[i] = x.s0, p[i + st] = x.s1, p[i + 2 * st] = x.s2, p[i + 3 * st] = x.s3;
   p[i + 4 * st] = x.s4, p[i + 5 * st] = x.s5, p[i + 6 * st] = x.s6, p[i + 7 * st] = x.s7;
 }
-inline void st8s_f16(__global half *p, long i, long st, float8 x) {
+static inline void st8s_f16(__global half *p, long i, long st, float8 x) {
   if (st == 1) {
     vstore_half8_rte(x, 0, p + i);
     return;
@@ -81,7 +81,7 @@ inline void st8s_f16(__global half *p, long i, long st, float8 x) {
   vstore_half_rte(x.s4, i + 4 * st, p), vstore_half_rte(x.s5, i + 5 * st, p);
   vstore_half_rte(x.s6, i + 6 * st, p), vstore_half_rte(x.s7, i + 7 * st, p);
 }
-inline void st8s_bf16(__global ushort *p, long i, long st, float8 x) {
+static inline void st8s_bf16(__global ushort *p, long i, long st, float8 x) {
   const ushort8 u = (ushort8)(bf16_from_float(x.s0), bf16_from_float(x.s1),
                               bf16_from_float(x.s2), bf16_from_float(x.s3),
                               bf16_from_float(x.s4), bf16_from_float(x.s5),
@@ -98,7 +98,7 @@ inline void st8s_bf16(__global ushort *p, long i, long st, float8 x) {
 
 /* The sequence owning packed row t: the last b with start[b] <= t (starts
  * non-decreasing), provided t < start[b + 1]; -1 for a row of no sequence. */
-inline int seq_of_row(__global const int *start, long st, int B, int t, int *first) {
+static inline int seq_of_row(__global const int *start, long st, int B, int t, int *first) {
   if (B <= 0 || start[0] > t) return -1;
   int lo = 0, hi = B - 1;
   while (lo < hi) {
@@ -114,7 +114,7 @@ inline int seq_of_row(__global const int *start, long st, int B, int t, int *fir
 /* Element offset of cache row (b, position j, head h), -1 when j lies outside
  * the cache; kv_locate checks the block table, this adds the dense capacity
  * N and negative positions (which kv_locate leaves to its callers). */
-inline long cache_row(const kv_layout *l, const kv_pages *pg, int N, int b, long j, int h) {
+static inline long cache_row(const kv_layout *l, const kv_pages *pg, int N, int b, long j, int h) {
   const long cap = pg->page_size ? (long)pg->max_pages * pg->page_size : (long)N;
   if (j < 0 || j >= cap) return -1;
   return kv_row(l, pg, b, (int)j, h);

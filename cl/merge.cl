@@ -47,24 +47,24 @@
 
 /* ---------------------------------------------------------------- vectors of VEC d */
 
-inline void st4_f32(__global float *p, long i, float4 x) { vstore4(x, 0, p + i); }
-inline void st4_f16(__global half *p, long i, float4 x) { vstore_half4_rte(x, 0, p + i); }
-inline void st4_bf16(__global ushort *p, long i, float4 x) {
+static inline void st4_f32(__global float *p, long i, float4 x) { vstore4(x, 0, p + i); }
+static inline void st4_f16(__global half *p, long i, float4 x) { vstore_half4_rte(x, 0, p + i); }
+static inline void st4_bf16(__global ushort *p, long i, float4 x) {
   vstore4((ushort4)(bf16_from_float(x.x), bf16_from_float(x.y), bf16_from_float(x.z),
                     bf16_from_float(x.w)),
           0, p + i);
 }
 
 /* The same at an index that is a multiple of 4 from an aligned row start. */
-inline float4 lda4_f32(__global const float *p, long i) { return *(__global const float4 *)(p + i); }
-inline float4 lda4_f16(__global const half *p, long i) { return vloada_half4(0, p + i); }
-inline float4 lda4_bf16(__global const ushort *p, long i) {
+static inline float4 lda4_f32(__global const float *p, long i) { return *(__global const float4 *)(p + i); }
+static inline float4 lda4_f16(__global const half *p, long i) { return vloada_half4(0, p + i); }
+static inline float4 lda4_bf16(__global const ushort *p, long i) {
   const uint4 u = convert_uint4(*(__global const ushort4 *)(p + i)) << 16;
   return as_float4(u);
 }
-inline void sta4_f32(__global float *p, long i, float4 x) { *(__global float4 *)(p + i) = x; }
-inline void sta4_f16(__global half *p, long i, float4 x) { vstorea_half4_rte(x, 0, p + i); }
-inline void sta4_bf16(__global ushort *p, long i, float4 x) {
+static inline void sta4_f32(__global float *p, long i, float4 x) { *(__global float4 *)(p + i) = x; }
+static inline void sta4_f16(__global half *p, long i, float4 x) { vstorea_half4_rte(x, 0, p + i); }
+static inline void sta4_bf16(__global ushort *p, long i, float4 x) {
   *(__global ushort4 *)(p + i) = (ushort4)(bf16_from_float(x.x), bf16_from_float(x.y),
                                            bf16_from_float(x.z), bf16_from_float(x.w));
 }
@@ -73,17 +73,17 @@ inline void sta4_bf16(__global ushort *p, long i, float4 x) {
 typedef float4 vfloat;
 #define LDV(dt, p, i) CAT(lda4_, dt)((p), (i))
 #define STV(dt, p, i, x) CAT(sta4_, dt)((p), (i), (x))
-inline float vsum(float4 x) { return (x.x + x.y) + (x.z + x.w); }
+static inline float vsum(float4 x) { return (x.x + x.y) + (x.z + x.w); }
 #elif VEC == 4
 typedef float4 vfloat;
 #define LDV(dt, p, i) LD4(dt, p, i)
 #define STV(dt, p, i, x) CAT(st4_, dt)((p), (i), (x))
-inline float vsum(float4 x) { return (x.x + x.y) + (x.z + x.w); }
+static inline float vsum(float4 x) { return (x.x + x.y) + (x.z + x.w); }
 #else
 typedef float vfloat;
 #define LDV(dt, p, i) LD(dt, p, i)
 #define STV(dt, p, i, x) ST(dt, p, i, x)
-inline float vsum(float x) { return x; }
+static inline float vsum(float x) { return x; }
 #endif
 
 /* ---------------------------------------------------------------- the merge math */
@@ -93,7 +93,7 @@ inline float vsum(float x) { return x; }
  * keeps -inf (empty parts) harmless; a NaN lse_i must poison the row
  * explicitly, since fmax drops NaN and an all -inf row would then ignore it
  * (+inf poisons by itself: its weight is exp(inf - inf)). */
-inline void merge_fold(float *m, float *l, float lse_i) {
+static inline void merge_fold(float *m, float *l, float lse_i) {
   float wa, wb;
   *m = merge_weights(*m, lse_i, &wa, &wb);
   *l = isnan(lse_i) ? NAN : *l * wa + wb;
@@ -101,11 +101,11 @@ inline void merge_fold(float *m, float *l, float lse_i) {
 
 /* Weight of part lse_i against a row's reference (its max, or its lse):
  * 0 for an empty part, whose o_i is then never read (it may be garbage). */
-inline float part_weight(float lse_i, float ref) { return exp_diff(lse_i, ref); }
+static inline float part_weight(float lse_i, float ref) { return exp_diff(lse_i, ref); }
 
 /* A finished row: 1/l (0 for an empty row, NaN for a poisoned one) and lse. */
-inline float merge_inv(float l) { return (l == 0.0f) ? 0.0f : 1.0f / l; }
-inline float merge_lse(float m, float l) { return isnan(l) ? NAN : state_lse(m, l); }
+static inline float merge_inv(float l) { return (l == 0.0f) ? 0.0f : 1.0f / l; }
+static inline float merge_lse(float m, float l) { return isnan(l) ? NAN : state_lse(m, l); }
 
 /* ---------------------------------------------------------------- slots */
 

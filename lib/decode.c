@@ -16,6 +16,7 @@ typedef struct plan {
   int kv_q, kv_groups, fnuz; /* quantized K/V: 0 none, 1 int4, 2 fp8 */
   bool paged, varlen, causal, bias, aligned, lane_keys, kstage;
   bool mma, emulate; /* the tensor-core form (cl/decode_mma.clh); its PTX emulated (tests) */
+  int nblk;          /* its 16-key blocks per warp in flight */
   clattn_dtype qdt, kvdt, odt;
   size_t part_o_elems, lse_offset_bytes, ws_bytes;
 } plan;
@@ -35,11 +36,12 @@ static int64_t row_width(const plan *pl) {
   return pl->D;
 }
 
-static bool aligned16(const clattn_tensor *t) {
+/* Every row of t starts at a multiple of `bytes` (offset and outer strides). */
+static bool aligned_to(const clattn_tensor *t, size_t bytes) {
   size_t es = clattn_dtype_size(t->dtype);
-  if (t->offset % 16) return false;
+  if (t->offset % bytes) return false;
   for (int i = 0; i < 3; i++)
-    if ((t->stride[i] * es) % 16) return false;
+    if ((t->stride[i] * es) % bytes) return false;
   return true;
 }
 
@@ -197,7 +199,7 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
     return clattn_fail(CLATTN_INVALID_ARGUMENT, "num_splits is %d (0: auto)", p->num_splits);
 
   /* float K/V rows that are 16-byte aligned get wide loads */
-  pl->aligned = pl->kv_q == 0 && aligned16(&p->k) && aligned16(&p->v);
+  pl->aligned = pl->kv_q == 0 && aligned_to(&p->k, 16) && aligned_to(&p->v, 16);
 
   /* rows per group and work-group size */
   const clattn_tuning *t = &ctx->tuning;
@@ -230,9 +232,16 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
    * emulated where a test forces it elsewhere. Blocks of 8 or 16 rows. */
   const int forced = clattn_forced_path();
   const bool ptx = clattn_nv_ptx_active(ctx);
-  if ((forced == 2 || (forced == 0 && t->decode_mma && ptx)) && pl->kv_q == 0 &&
-      pl->qdt == pl->kvdt && pl->kvdt != CLATTN_F32 && pl->aligned && pl->D % 64 == 0) {
+  const bool mma_float = pl->kv_q == 0 && pl->qdt == pl->kvdt && pl->kvdt != CLATTN_F32 && pl->aligned;
+  /* quantized rows with f16 q: int4 with one group, fp8 rows 8-byte aligned */
+  const bool mma_quant = pl->qdt == CLATTN_F16 &&
+                         ((pl->kv_q == 1 && pl->kv_groups == 1) ||
+                          (pl->kv_q == 2 && aligned_to(&p->k, 8) && aligned_to(&p->v, 8)));
+  if ((forced == 2 || (forced == 0 && t->decode_mma && ptx)) && (mma_float || mma_quant) &&
+      pl->D % 64 == 0) {
     pl->mma = true;
+    /* 16-key blocks in flight per warp: enough bytes to cover the latency */
+    pl->nblk = t->decode_mma_blocks ? t->decode_mma_blocks : pl->kv_q == 1 ? 4 : pl->kv_q == 2 ? 2 : 1;
     pl->emulate = !ptx;
     pl->lane_keys = pl->kstage = false;
     pl->RB = pl->rows <= 8 ? 8 : 16;
@@ -270,11 +279,11 @@ static void decode_options(const plan *pl, bool split, char *buf, size_t size) {
   snprintf(buf, size,
            "-DQ_DT=%s -DKV_DT=%s -DO_DT=%s -DD=%d -DWG=%d -DRB=%d -DKV_Q=%d -DKV_GROUPS=%d "
            "-DFP8_FNUZ=%d -DALIGNED=%d -DPAGED=%d -DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DSPLIT=%d "
-           "-DLANE_KEYS=%d -DKSTAGE=%d -DMMA=%d%s%s",
+           "-DLANE_KEYS=%d -DKSTAGE=%d -DMMA=%d -DNBLK=%d%s%s",
            clattn_dtype_cl(pl->qdt), clattn_dtype_cl(pl->kv_q ? CLATTN_F32 : pl->kvdt),
            clattn_dtype_cl(pl->odt), pl->D, pl->WG, pl->RB, pl->kv_q, pl->kv_groups, pl->fnuz,
            pl->aligned, pl->paged, pl->varlen, pl->causal, pl->bias, split, pl->lane_keys, pl->kstage,
-           pl->mma, pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
+           pl->mma, pl->nblk > 0 ? pl->nblk : 1, pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
 }
 
 clattn_status clattn_decode_workspace_size(clattn_context *ctx, const clattn_decode_params *params,
@@ -504,6 +513,18 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.page_size = pl.paged ? 16 : 0;
     pl.varlen = pl.bias = f == 2;
     EMIT(pl, f != 3);
+  }
+  for (int q = 1; q <= 3; q++) { /* int4, fp8, fp8 fnuz */
+    plan pl = base;
+    pl.mma = pl.emulate = true;
+    pl.kv_q = q == 1 ? 1 : 2;
+    pl.fnuz = q == 3;
+    pl.nblk = q == 1 ? 4 : 2;
+    pl.paged = pl.causal = q == 2;
+    pl.page_size = pl.paged ? 16 : 0;
+    pl.bias = q == 3;
+    pl.RB = q == 3 ? 16 : 8;
+    EMIT(pl, q != 2);
   }
 #undef EMIT
 }

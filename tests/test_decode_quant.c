@@ -17,6 +17,7 @@ typedef struct qcase {
   int Mq, causal, bias, splits;
   int lane_keys;
   int kstage; /* K rows staged word by word in local memory */
+  int mma;    /* the tensor-core form (forced; emulated off NVIDIA), with f16 q */
 } qcase;
 
 static void run_qcase(const qcase *c) {
@@ -26,9 +27,11 @@ static void run_qcase(const qcase *c) {
   const int fnuz = c->kvdt == CLATTN_FP8_FNUZ;
   const int X = fp8 ? D / 4 : c->groups + D / 8;
   char name[160];
-  CASE_NAME(name, "decode kv=%s%s%d page=%d Mq=%d%s%s split=%d lanes=%d kstage=%d",
+  CASE_NAME(name, "decode kv=%s%s%d page=%d Mq=%d%s%s split=%d lanes=%d kstage=%d mma=%d",
             clattn_dtype_name(c->kvdt), fp8 ? "" : " g", fp8 ? 0 : c->groups, c->page_size, Mq,
-            c->causal ? " causal" : "", c->bias ? " bias" : "", c->splits, c->lane_keys, c->kstage);
+            c->causal ? " causal" : "", c->bias ? " bias" : "", c->splits, c->lane_keys, c->kstage,
+            c->mma);
+  const clattn_dtype qdt = c->mma ? CLATTN_F16 : CLATTN_F32;
 
   /* logical rows [B][N][Hkv] quantized on the host, and their dequantized values */
   const size_t rows = (size_t)B * N * Hkv;
@@ -53,7 +56,7 @@ static void run_qcase(const qcase *c) {
   const size_t nq = (size_t)B * Mq * Hq * D;
   double *q = malloc(nq * sizeof(double)), *o_ref = malloc(nq * sizeof(double)),
          *o = malloc(nq * sizeof(double));
-  for (size_t i = 0; i < nq; i++) q[i] = (float)rng_normal();
+  for (size_t i = 0; i < nq; i++) q[i] = round_dtype(rng_normal(), qdt);
   double *bias = NULL;
   if (c->bias) {
     bias = malloc(sizeof(double) * B * Hq * Mq * N);
@@ -93,11 +96,11 @@ static void run_qcase(const qcase *c) {
   const size_t nrow = (size_t)outer * inner * Hkv;
   cl_mem km = buf_from_i32((const int32_t *)dk, nrow * X), vm = buf_from_i32((const int32_t *)dv, nrow * X);
   cl_mem ksm = buf_from_i32((const int32_t *)dks, nrow), vsm = buf_from_i32((const int32_t *)dvs, nrow);
-  cl_mem qm = buf_from(q, nq, CLATTN_F32), om = buf_poison(nq * 4), lm = buf_poison(sizeof lse / 2);
+  cl_mem qm = buf_from(q, nq, qdt), om = buf_poison(nq * 4), lm = buf_poison(sizeof lse / 2);
   cl_mem lenm = buf_from_i32(kv_len, B), tm = NULL, bm = NULL;
   clattn_decode_params p;
   memset(&p, 0, sizeof p);
-  p.q = clattn_tensor_4d(qm, 0, CLATTN_F32, B, Mq, Hq, D);
+  p.q = clattn_tensor_4d(qm, 0, qdt, B, Mq, Hq, D);
   p.o = clattn_tensor_4d(om, 0, CLATTN_F32, B, Mq, Hq, D);
   p.k = clattn_tensor_4d(km, 0, c->kvdt, outer, inner, Hkv, X);
   p.v = clattn_tensor_4d(vm, 0, c->kvdt, outer, inner, Hkv, X);
@@ -125,13 +128,19 @@ static void run_qcase(const qcase *c) {
   const clattn_tuning saved = fx.ctx->tuning;
   fx.ctx->tuning.decode_lane_keys = c->lane_keys;
   fx.ctx->tuning.decode_kstage_quant = c->kstage;
+  clattn_force_path(c->mma ? 2 : 1);
   CHECK_OK(clattn_decode(fx.ctx, fx.queue, &p, 0, NULL, NULL));
+  clattn_force_path(0);
   fx.ctx->tuning = saved;
   buf_read(om, 0, nq, CLATTN_F32, o);
   buf_read(lm, 0, (size_t)B * Hq * Mq, CLATTN_F32, lse);
   /* Same dequantized values on both sides: only f32 arithmetic differs
-   * (dequantizing fma, dot products, exp2): a few 1e-6 relative, margin 10x. */
-  check_close(name, o, o_ref, nq, 5e-5, 5e-5);
+   * (dequantizing fma, dot products, exp2): a few 1e-6 relative, margin 10x.
+   * The tensor-core form rounds each weight p * scale to f16 for the V
+   * product (half an ulp, 2^-12 relative): up to 2^-12 max |v| more. */
+  double vmax = 0.0;
+  for (size_t i = 0; i < rows * D; i++) vmax = fmax(vmax, fabs(vd[i]));
+  check_close(name, o, o_ref, nq, 5e-5 + (c->mma ? vmax / 4096.0 : 0.0), 5e-5);
   check_close(name, lse, lse_ref, (size_t)B * Hq * Mq, 5e-5, 5e-6);
 
   buf_release(&km), buf_release(&vm), buf_release(&ksm), buf_release(&vsm), buf_release(&qm);
@@ -143,7 +152,7 @@ static void run_qcase(const qcase *c) {
 
 static void test_int4(void) {
   for (int g = 1; g <= 8; g *= 2) {
-    qcase c = {CLATTN_INT4, g, 0, 1, 0, 0, 0, 0, 0};
+    qcase c = {CLATTN_INT4, g, 0, 1, 0, 0, 0, 0, 0, 0};
     c.page_size = g == 2 ? 16 : 0;
     c.splits = g == 4 ? 3 : 0;
     run_qcase(&c);
@@ -151,7 +160,7 @@ static void test_int4(void) {
 }
 
 static void test_fp8(void) {
-  qcase c = {CLATTN_FP8, 1, 0, 1, 0, 0, 0, 0, 0};
+  qcase c = {CLATTN_FP8, 1, 0, 1, 0, 0, 0, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 16;
@@ -159,7 +168,7 @@ static void test_fp8(void) {
 }
 
 static void test_features(void) {
-  qcase c = {CLATTN_INT4, 2, 16, 4, 1, 1, 5, 0, 0};
+  qcase c = {CLATTN_INT4, 2, 16, 4, 1, 1, 5, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8;
   c.page_size = 0;
@@ -175,13 +184,34 @@ static void test_features(void) {
 
 static void test_kstage(void) {
   for (int g = 1; g <= 8; g *= 2) {
-    qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, 0, 0, 1};
+    qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, 0, 0, 1, 0};
     run_qcase(&c);
   }
-  qcase c = {CLATTN_FP8, 1, 16, 3, 1, 1, 4, 0, 1};
+  qcase c = {CLATTN_FP8, 1, 16, 3, 1, 1, 4, 0, 1, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 0;
+  run_qcase(&c);
+}
+
+/* The tensor-core form on int4 (one group) and fp8 rows: the codes become f16
+ * operands, the rows' affine maps fold into scores and weights. */
+static void test_mma(void) {
+  qcase c = {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1};
+  run_qcase(&c);
+  c.page_size = 16;
+  c.Mq = 2;
+  c.causal = 1;
+  c.splits = 3;
+  run_qcase(&c);
+  c.kvdt = CLATTN_FP8;
+  run_qcase(&c);
+  c.kvdt = CLATTN_FP8_FNUZ;
+  c.page_size = 0;
+  c.Mq = 1;
+  c.causal = 0;
+  c.bias = 1;
+  c.splits = 0;
   run_qcase(&c);
 }
 
@@ -190,4 +220,5 @@ void add_decode_quant_tests(CU_pSuite s) {
   CU_add_test(s, "quantized K/V: fp8 e4m3fn and fnuz", test_fp8);
   CU_add_test(s, "quantized K/V: causal, bias, paged, lanes", test_features);
   CU_add_test(s, "quantized K/V: K rows staged in local memory", test_kstage);
+  CU_add_test(s, "quantized K/V: tensor-core form (PTX emulated off NVIDIA)", test_mma);
 }
