@@ -233,10 +233,10 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
   const int forced = clattn_forced_path();
   const bool ptx = clattn_nv_ptx_active(ctx);
   const bool mma_float = pl->kv_q == 0 && pl->qdt == pl->kvdt && pl->kvdt != CLATTN_F32 && pl->aligned;
-  /* quantized rows with f16 q: int4 with one group, fp8 rows 8-byte aligned */
+  /* quantized rows with f16 q: int4 with one group, fp8 rows 16-byte aligned */
   const bool mma_quant = pl->qdt == CLATTN_F16 &&
                          ((pl->kv_q == 1 && pl->kv_groups == 1) ||
-                          (pl->kv_q == 2 && aligned_to(&p->k, 8) && aligned_to(&p->v, 8)));
+                          (pl->kv_q == 2 && aligned_to(&p->k, 16) && aligned_to(&p->v, 16)));
   if ((forced == 2 || (forced == 0 && t->decode_mma && ptx)) && (mma_float || mma_quant) &&
       pl->D % 64 == 0) {
     pl->mma = true;

@@ -18,17 +18,18 @@ typedef struct qcase {
   int lane_keys;
   int kstage; /* K rows staged word by word in local memory */
   int mma;    /* the tensor-core form (forced; emulated off NVIDIA), with f16 q */
+  int D;      /* head dim (0: 64) */
 } qcase;
 
 static void run_qcase(const qcase *c) {
-  const int B = 3, Hq = 8, Hkv = 2, D = 64, N = 100, Mq = c->Mq;
+  const int B = 3, Hq = 8, Hkv = 2, D = c->D ? c->D : 64, N = 100, Mq = c->Mq;
   const int32_t kv_len[3] = {100, 37, 0};
   const bool fp8 = c->kvdt != CLATTN_INT4;
   const int fnuz = c->kvdt == CLATTN_FP8_FNUZ;
   const int X = fp8 ? D / 4 : c->groups + D / 8;
   char name[160];
-  CASE_NAME(name, "decode kv=%s%s%d page=%d Mq=%d%s%s split=%d lanes=%d kstage=%d mma=%d",
-            clattn_dtype_name(c->kvdt), fp8 ? "" : " g", fp8 ? 0 : c->groups, c->page_size, Mq,
+  CASE_NAME(name, "decode kv=%s%s%d D=%d page=%d Mq=%d%s%s split=%d lanes=%d kstage=%d mma=%d",
+            clattn_dtype_name(c->kvdt), fp8 ? "" : " g", fp8 ? 0 : c->groups, D, c->page_size, Mq,
             c->causal ? " causal" : "", c->bias ? " bias" : "", c->splits, c->lane_keys, c->kstage,
             c->mma);
   const clattn_dtype qdt = c->mma ? CLATTN_F16 : CLATTN_F32;
@@ -152,7 +153,7 @@ static void run_qcase(const qcase *c) {
 
 static void test_int4(void) {
   for (int g = 1; g <= 8; g *= 2) {
-    qcase c = {CLATTN_INT4, g, 0, 1, 0, 0, 0, 0, 0, 0};
+    qcase c = {CLATTN_INT4, g, 0, 1, 0, 0, 0, 0, 0, 0, 0};
     c.page_size = g == 2 ? 16 : 0;
     c.splits = g == 4 ? 3 : 0;
     run_qcase(&c);
@@ -160,7 +161,7 @@ static void test_int4(void) {
 }
 
 static void test_fp8(void) {
-  qcase c = {CLATTN_FP8, 1, 0, 1, 0, 0, 0, 0, 0, 0};
+  qcase c = {CLATTN_FP8, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 16;
@@ -168,7 +169,7 @@ static void test_fp8(void) {
 }
 
 static void test_features(void) {
-  qcase c = {CLATTN_INT4, 2, 16, 4, 1, 1, 5, 0, 0, 0};
+  qcase c = {CLATTN_INT4, 2, 16, 4, 1, 1, 5, 0, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8;
   c.page_size = 0;
@@ -184,10 +185,10 @@ static void test_features(void) {
 
 static void test_kstage(void) {
   for (int g = 1; g <= 8; g *= 2) {
-    qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, 0, 0, 1, 0};
+    qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, 0, 0, 1, 0, 0};
     run_qcase(&c);
   }
-  qcase c = {CLATTN_FP8, 1, 16, 3, 1, 1, 4, 0, 1, 0};
+  qcase c = {CLATTN_FP8, 1, 16, 3, 1, 1, 4, 0, 1, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 0;
@@ -197,7 +198,7 @@ static void test_kstage(void) {
 /* The tensor-core form on int4 (one group) and fp8 rows: the codes become f16
  * operands, the rows' affine maps fold into scores and weights. */
 static void test_mma(void) {
-  qcase c = {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1};
+  qcase c = {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0};
   run_qcase(&c);
   c.page_size = 16;
   c.Mq = 2;
@@ -206,6 +207,11 @@ static void test_mma(void) {
   run_qcase(&c);
   c.kvdt = CLATTN_FP8;
   run_qcase(&c);
+  c.D = 128; /* 16-byte V units */
+  run_qcase(&c);
+  c.kvdt = CLATTN_INT4;
+  run_qcase(&c);
+  c.D = 0;
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 0;
   c.Mq = 1;
