@@ -24,12 +24,14 @@ typedef struct row {
 #define OTHERS(merge, quant) .merge_wg = (merge), .quant_wg = (quant)
 
 static const row table[] = {
-    /* Hopper / Ampere (H200 measurements): 2 groups per SM as the split target
-     * (4 gave 2.5 against 2.6 TB/s at B=64, ctx=4096); a work-item per key beat
-     * 16 lanes per key with shfl.sync sums (2.9 against 1.9 TB/s) and K tiles
-     * staged in local memory (2.3 TB/s; int4 4.9 against 3.6 ms). */
-    {"nvidia-sm9", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4), RROPE(64, 64, 128, 1), OTHERS(128, 256)}},
-    {"nvidia-sm8", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4), RROPE(64, 64, 128, 1), OTHERS(128, 256)}},
+    /* Hopper / Ampere (H200 measurements, tools/PERF.md). Decode takes the
+     * tensor-core form (f16/bf16 q, D % 64 == 0) with 4 groups per SM as the
+     * split target (B=64 ctx=32768: 4.4 TB/s; 8 per SM equal, 2 per SM 3.6);
+     * the portable form keeps 2 per SM and a work-item per key (it beat 16
+     * lanes per key, 2.9 against 1.9 TB/s, and staged K tiles, 2.3 TB/s).
+     * ReRoPE forward key tiles of 32: 5.27 against 5.75 ms for 64. */
+    {"nvidia-sm9", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4), RROPE(64, 32, 128, 1), OTHERS(128, 256)}},
+    {"nvidia-sm8", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4), RROPE(64, 32, 128, 1), OTHERS(128, 256)}},
     {"nvidia", {DECODE(128, 2, 256, 128, 0, 0, 0), RROPE(32, 32, 128, 0), OTHERS(128, 256)}},
     /* CDNA (wave64) and RDNA (wave32): unmeasured, NVIDIA's choices */
     {"amd-gfx9", {DECODE(256, 4, 256, 128, 0, 0, 0), RROPE(32, 32, 256, 0), OTHERS(256, 256)}},

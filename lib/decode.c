@@ -241,7 +241,7 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
       pl->D % 64 == 0) {
     pl->mma = true;
     /* 16-key blocks in flight per warp: enough bytes to cover the latency */
-    pl->nblk = t->decode_mma_blocks ? t->decode_mma_blocks : pl->kv_q == 1 ? 4 : pl->kv_q == 2 ? 2 : 1;
+    pl->nblk = t->decode_mma_blocks ? t->decode_mma_blocks : pl->kv_q == 2 ? 2 : 1;
     pl->emulate = !ptx;
     pl->lane_keys = pl->kstage = false;
     pl->RB = pl->rows <= 8 ? 8 : 16;

@@ -199,13 +199,18 @@ static bool plan_mma(const clattn_context *ctx, const clattn_rr_problem *p, clat
     if (!aligned16(views[i])) return false;
   pl->mma = 1;
   pl->emulate = emulate;
-  pl->wg = 128;
+  /* forward: the tuning row's work-group (16 query rows per warp) and key tile */
+  const int twg = ctx->tuning.rerope_wg;
+  pl->wg = kind == CLATTN_RR_FWD && twg >= 64 && twg <= 256 && twg % 32 == 0 && !emulate ? twg : 128;
   pl->ct = 8;
   const size_t row = 2 * ((size_t)p->D + 8), emu = emulate ? 2 * 4 * 8 * (size_t)pl->wg : 0;
   size_t bytes;
   if (kind == CLATTN_RR_FWD) {
-    pl->bm = pl->q_rows = 64;
-    pl->bn = p->D <= 64 ? 64 : 32;
+    pl->bm = pl->q_rows = 16 * (pl->wg / 32);
+    const int tbn = ctx->tuning.rerope_block_n;
+    pl->bn = p->D <= 64 ? (tbn == 32 || tbn == 64 ? tbn : 64) : 32;
+    if (3 * pl->bn < pl->bm) pl->bn = 64; /* Q is staged where the three key tiles go */
+    if (3 * pl->bn < pl->bm) return false;
     bytes = 3 * pl->bn * row + 4 * ((size_t)pl->bm + pl->bn) + emu;
   } else { /* dq: 64 query rows, key tiles of 32; dk/dv: 64 keys, query tiles of 32 */
     pl->q_rows = pl->k_rows = 64;

@@ -1,0 +1,585 @@
+/* Split-K decode attention: the partial kernel.
+ *
+ * One work-group per (split, KV head x block of query rows, sequence). The
+ * rows of a block are the G = Hq / Hkv query heads sharing the KV head, times
+ * the Mq queries of the sequence, so each K/V tile is read once for all of
+ * them. A tile is WG keys:
+ *   1. scores: work-item t takes key t of the tile, dots it with every row's
+ *      q (kept in local memory, pre-scaled by scale * log2 e) in 8-element
+ *      chunks, and raises the tile's row maxima with a local atomic max;
+ *   2. probabilities: each work-item turns its own scores into
+ *      p = exp2(s - m) against the new running max m (one exp per score);
+ *   3. values: work-item (ks, c) accumulates the 8 columns c of V over the
+ *      keys ks, ks + NS, ... with the probabilities from local memory.
+ * Every work-item keeps the same running max, so the key subsets' partial
+ * sums combine by plain addition at the end. Scores and maxima are double
+ * buffered by tile parity: three barriers per tile.
+ *
+ * Variants (per-device choices in host/params.c, all tested on every device):
+ *   LANE_KEYS  the score pass with NC lanes per key (coalesced reads, lane sums
+ *              from lanes.clh) instead of a work-item per key;
+ *   KSTAGE     the K tile copied to local memory first, with coalesced loads;
+ *   KV_Q       int4 / fp8 rows read packed: the affine map of a row's values
+ *              is folded into the dot products and accumulators.
+ * On the H200 the plain form was fastest (tools/PERF.md).
+ *
+ * With SPLIT the group writes a normalised partial (o, lse) in f32 that the
+ * merge kernel (merge.cl) reduces; otherwise it writes o (and lse) directly.
+ */
+#include "softmax.clh"
+#include "kvaddr.clh"
+#include "quant.clh"
+#include "lanes.clh"
+
+#ifndef Q_DT
+#define Q_DT f32
+#endif
+#ifndef KV_DT
+#define KV_DT f32
+#endif
+#ifndef O_DT
+#define O_DT f32
+#endif
+#ifndef D
+#define D 64 /* head dim, a multiple of 8 up to 256 */
+#endif
+#ifndef WG
+#define WG 64 /* work-items per group = keys per tile */
+#endif
+#ifndef RB
+#define RB 4 /* query rows per group */
+#endif
+#ifndef VU
+#define VU 4 /* value rows in flight per work-item */
+#endif
+#ifndef LANE_KEYS
+#define LANE_KEYS 0 /* 1: scores with NC lanes per key (NC a power of two); 0: a work-item per key */
+#endif
+#ifndef KU
+#define KU 4 /* key rows in flight per work-item in the LANE_KEYS score pass */
+#endif
+#ifndef KSTAGE
+#define KSTAGE 0 /* 1: each K tile is first copied to local memory with coalesced loads (aligned float K) */
+#endif
+#ifndef KV_Q
+#define KV_Q 0 /* 0: float K/V; 1: int4; 2: fp8 */
+#endif
+#ifndef KV_GROUPS
+#define KV_GROUPS 1
+#endif
+#ifndef ALIGNED
+#define ALIGNED 0 /* K/V rows 16-byte aligned: wide loads */
+#endif
+#ifndef PAGED
+#define PAGED 0
+#endif
+#ifndef VARLEN
+#define VARLEN 0
+#endif
+#ifndef CAUSAL
+#define CAUSAL 0
+#endif
+#ifndef HAS_BIAS
+#define HAS_BIAS 0
+#endif
+#ifndef SPLIT
+#define SPLIT 0
+#endif
+#ifndef MMA
+#define MMA 0 /* 1: the tensor-core form (decode_mma.clh): f16/bf16 q and K/V, D a multiple of 64 */
+#endif
+
+#define NC (D / 8)   /* 8-element chunks per row */
+#define NS (WG / NC) /* key subsets in the value pass */
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+
+#if SPLIT
+#define OUT_DT f32
+#else
+#define OUT_DT O_DT
+#endif
+
+/* K/V chunk loads. KV_RAW8 gives the 8 values of chunk c before the row's
+ * affine map and KV_SS its (scale, shift): quantized rows fold the map into
+ * the dot products and accumulators (scale * sum q.code + shift * sum q)
+ * instead of dequantizing every element. KV_LOAD8 is the dequantized chunk.
+ *   float: the values, (1, 0)
+ *   int4:  the codes 0..15, the group's scale-shift word (first KV_GROUPS words)
+ *   fp8:   the E4M3 values, the row's word from its own tensor (rss) */
+#if KV_Q == 0
+#define KV_ELT ELT(KV_DT)
+#if ALIGNED
+#define KV_RAW8(p, row, c) LD8A(KV_DT, p, (row) + (c)*8)
+#else
+#define KV_RAW8(p, row, c) LD8(KV_DT, p, (row) + (c)*8)
+#endif
+#define KV_SS(p, row, c, rss) ((float2)(1.0f, 0.0f))
+#define KV_LOAD8(p, row, c, rss) KV_RAW8(p, row, c)
+#else
+#define KV_ELT uint
+#if KV_Q == 1
+#define KV_RAW8(p, row, c) int4_codes8((p)[(row) + KV_GROUPS + (c)])
+#define KV_SS(p, row, c, rss) scale_shift_unpack((p)[(row) + (c) / (NC / KV_GROUPS)])
+#else
+#define KV_RAW8(p, row, c) fp8_values8(vload2(0, (p) + (row) + 2 * (c)))
+#define KV_SS(p, row, c, rss) (rss)
+#endif
+static inline float8 affine8(float8 x, float2 ss) { return fma(x, (float8)(ss.x), (float8)(ss.y)); }
+#define KV_LOAD8(p, row, c, rss) affine8(KV_RAW8(p, row, c), KV_SS(p, row, c, rss))
+#endif
+/* scale-shift groups per row (each NC / NG chunks) */
+#if KV_Q == 1
+#define NG KV_GROUPS
+#else
+#define NG 1
+#endif
+
+/* Raises the tile's running max of a row with this work-item's score. Native
+ * lanes combine the warp first (one atomic per warp, not per work-item: the
+ * atomics of one row all hit one address and serialize). The whole group
+ * calls it. */
+#define RAISE_MAX(slot, s)                                                                   \
+  do {                                                                                       \
+    if (LANES_NATIVE) {                                                                      \
+      const float wmax_ = simd_max_or_self(s);                                               \
+      if (get_local_id(0) % CLATTN_SIMD == 0 && wmax_ != -INFINITY)                          \
+        atomic_max((slot), ord_of(wmax_));                                                   \
+    } else if ((s) != -INFINITY) {                                                           \
+      atomic_max((slot), ord_of(s));                                                         \
+    }                                                                                        \
+  } while (0)
+#if LANES_NATIVE
+#define simd_max_or_self(x) simd_max(x)
+#else
+#define simd_max_or_self(x) (x)
+#endif
+
+#if KSTAGE && KV_Q
+/* A staged quantized K row: its int32 words, the row stride odd so that the
+ * work-items reading different rows hit different banks. */
+#if KV_Q == 1
+#define KQ_X (KV_GROUPS + NC)
+#else
+#define KQ_X (2 * NC)
+#endif
+#define KQ_STRIDE (KQ_X | 1)
+#elif KSTAGE
+/* A staged K row: 16-byte words, 8 elements each for f16/bf16, 4 for f32.
+ * One word of padding per row keeps a quarter-warp's reads of different rows
+ * on different banks. */
+#define KE_f32 4
+#define KE_f16 8
+#define KE_bf16 8
+#define KWORD_ELEMS CAT(KE_, KV_DT)
+#define KW (D / KWORD_ELEMS)
+#define KSTRIDE (KW + 1)
+static inline float8 kword8_f32(__local const uint4 *row, int c) {
+  return (float8)(as_float4(row[2 * c]), as_float4(row[2 * c + 1]));
+}
+static inline float8 kword8_bf16(__local const uint4 *row, int c) { return bf16x8_to_float8(row[c]); }
+static inline float8 kword8_f16(__local const uint4 *row, int c) {
+  const uint4 w = row[c];
+  return (float8)(half2_bits_to_float2(w.x), half2_bits_to_float2(w.y), half2_bits_to_float2(w.z),
+                  half2_bits_to_float2(w.w));
+}
+#define kstaged8(row, c) CAT(kword8_, KV_DT)((row), (c))
+#endif
+
+/* Order-preserving map of floats to ints, so atomic_max on ints is a float max. */
+static inline int ord_of(float f) {
+  const int i = as_int(f);
+  return i >= 0 ? i : i ^ 0x7fffffff;
+}
+static inline float float_of_ord(int i) { return as_float(i >= 0 ? i : i ^ 0x7fffffff); }
+
+/* Writes a block's rows from local memory: o = acc / l (0 where l is 0; NaN
+ * inputs stay NaN) and lse = (m + log2 l) ln 2 (-inf where l is 0), m in log2
+ * units. Row r of the block is query (r0 + r) / G of head hk * G + (r0 + r) % G;
+ * o_base and lse_base point at the sequence (and split). The whole group calls it. */
+static inline void store_block_rows(__local const float *acc, __local const float *l_l,
+                             __local const float *m_l, __global ELT(OUT_DT) *o, long o_base,
+                             long som, long soh, long sod, __global float *lse, long lse_base,
+                             long slh, long slm, long om0, int hk, int G, int r0, int rows) {
+  for (int i = get_local_id(0); i < RB * D; i += WG) {
+    const int r = i / D, d = i % D, rr = r0 + r;
+    if (rr >= rows) continue;
+    const float l = l_l[r];
+    const float x = (l != 0.0f) ? acc[i] / l : 0.0f;
+    ST(OUT_DT, o, o_base + (om0 + rr / G) * som + (hk * G + rr % G) * soh + d * sod, x);
+  }
+  const int r = get_local_id(0), rr = r0 + r;
+  if (lse && r < RB && rr < rows) {
+    const float l = l_l[r];
+    lse[lse_base + (hk * G + rr % G) * slh + (om0 + rr / G) * slm] =
+        (l != 0.0f) ? (m_l[r] + log2(l)) * LN2 : -INFINITY;
+  }
+}
+
+/* The partial kernel's parameters (both forms take the same arguments). */
+#define DECODE_PARTIAL_PARAMS \
+    __global const ELT(Q_DT) *q, long q_off, long sqb, long sqm, long sqh, long sqd, \
+    __global const KV_ELT *k, long k_off, long sk0, long sk1, long sk2, \
+    __global const KV_ELT *v, long v_off, long sv0, long sv1, long sv2, \
+    __global const uint *k_ss, long kss_off, long skss0, long skss1, long skss2, \
+    __global const uint *v_ss, long vss_off, long svss0, long svss1, long svss2, \
+    __global const int *kv_len, int kv_cap, \
+    __global const float *bias, long bias_off, long sbb, long sbh, long sbm, long sbn, \
+    __global const int *block_table, long bt_stride, int max_pages, int page_size, int num_pages, \
+    __global const int *q_start, \
+    __global ELT(OUT_DT) *o, long o_off, long sob, long som, long soh, long sod, long o_split, \
+    __global float *lse, long lse_off, long slb, long slh, long slm, long lse_split, \
+    __global int *err_flag, \
+    int Mq, int Hq, int Hkv, int chunk, float scale
+
+#if MMA
+#include "decode_mma.clh"
+#else
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_partial(
+    DECODE_PARTIAL_PARAMS) {
+  const int tid = get_local_id(0);
+  const int split = get_group_id(0);
+  const int hk = get_group_id(1) % Hkv;
+  const int r0 = (get_group_id(1) / Hkv) * RB;
+  const int b = get_group_id(2);
+  const int G = Hq / Hkv;
+
+  int mq_count = Mq;
+  long q_base = b * sqb; /* row mq of this sequence is at q_base + mq * sqm */
+#if VARLEN
+  const int qs = q_start[b];
+  mq_count = q_start[b + 1] - qs;
+  q_base = qs * sqm;
+#endif
+  const int rows = G * mq_count;
+  if (r0 >= rows) return; /* uniform over the group */
+
+  int n = kv_len ? kv_len[b] : kv_cap;
+  if (n > kv_cap && tid == 0 && split == 0 && r0 == 0 && hk == 0) *err_flag = 1;
+  n = clamp(n, 0, kv_cap);
+  const int lo = split * chunk;
+  int hi = min(lo + chunk, n);
+
+  kv_layout kl = {k_off, sk0, sk1, sk2}, vl = {v_off, sv0, sv1, sv2};
+  kv_layout kssl = {kss_off, skss0, skss1, skss2}, vssl = {vss_off, svss0, svss1, svss2};
+  kv_pages pg = {block_table, bt_stride, max_pages, PAGED ? page_size : 0, num_pages};
+
+  /* Row r of the block is query mq = (r0 + r) / G of head hk * G + (r0 + r) % G.
+   * Causal: query mq sees keys j < n - mq_count + mq + 1. */
+  int lim[RB];
+  int lim_max = 0;
+  for (int r = 0; r < RB; r++) {
+    const int rr = r0 + r;
+    lim[r] = (rr < rows) ? (CAUSAL ? n - mq_count + rr / G + 1 : n) : 0;
+    lim_max = max(lim_max, lim[r]);
+  }
+  hi = min(hi, lim_max);
+
+  __local float q_l[RB * D]; /* also the reduction buffer at the end */
+  __local float s_l[2][RB][WG];
+  __local int tmax_l[2][RB];
+  __local float l_l[RB], m_fin_l[RB];
+#if KSTAGE && KV_Q
+  __local uint kq_l[WG * KQ_STRIDE];
+#elif KSTAGE
+  __local uint4 k_l[WG * KSTRIDE];
+#endif
+#if PAGED
+  /* V row of each key of the tile, found once by the work-item that scores the
+   * key, so the value pass repeats no block-table lookups; by parity. (Dense
+   * rows are cheaper to recompute: H200, 0.41 against 0.63 ms.) */
+  __local long vrow_l[2][WG];
+#define V_ROW(jj) vrow_l[par][jj]
+#else
+#define V_ROW(jj) kv_row(&vl, &pg, b, t0 + (jj), hk)
+#endif
+#if KV_Q
+  __local float qsum_l[RB * NG]; /* sum of each row's (scaled) q over each scale group */
+#endif
+
+  for (int i = tid; i < RB * D; i += WG) {
+    const int r = i / D, d = i % D, rr = r0 + r;
+    float x = 0.0f;
+    if (rr < rows)
+      x = LD(Q_DT, q, q_off + q_base + (rr / G) * sqm + (hk * G + rr % G) * sqh + d * sqd);
+    q_l[i] = x * scale * LOG2E;
+  }
+  if (tid < RB) {
+    tmax_l[0][tid] = ord_of(-INFINITY);
+    tmax_l[1][tid] = ord_of(-INFINITY);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#if KV_Q
+  if (tid < RB * NG) {
+    float sum = 0.0f;
+    for (int d = 0; d < D / NG; d++) sum += q_l[(tid / NG) * D + (tid % NG) * (D / NG) + d];
+    qsum_l[tid] = sum;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+
+  float m_run[RB], l_run[RB];
+  float8 acc[RB];
+#if KV_Q
+  float sh[RB]; /* sum of p * shift: the V rows' shifts, added to all 8 columns at the end */
+#endif
+  for (int r = 0; r < RB; r++) {
+    m_run[r] = -INFINITY;
+    l_run[r] = 0.0f;
+    acc[r] = (float8)(0.0f);
+#if KV_Q
+    sh[r] = 0.0f;
+#endif
+  }
+  const int ks = tid / NC, c = tid % NC;
+
+#if LANE_KEYS
+  /* this lane's 8 columns of every row's q */
+  float8 qr[RB];
+  for (int r = 0; r < RB; r++) qr[r] = vload8(0, q_l + r * D + c * 8);
+#endif
+
+  int par = 0;
+  for (int t0 = lo; t0 < hi; t0 += WG, par ^= 1) {
+#if LANE_KEYS
+    /* 1. scores: lane (ks, c) reads columns 8c.. of keys ks, ks + NS, ... (a
+     * key's NC lanes read its row in one coalesced sweep), dots them with its
+     * q columns, and the key's lanes sum their parts. The loop is uniform over
+     * the group (the portable lane sum has barriers). */
+    for (int it = 0; it < WG / NS; it += KU) {
+      float8 kk[KU];
+      bool ok[KU];
+#pragma unroll
+      for (int u = 0; u < KU; u++) {
+        const int j = t0 + ks + (it + u) * NS;
+        long row = -1;
+        if (it + u < WG / NS && j < hi) {
+          row = kv_row(&kl, &pg, b, j, hk);
+          if (row < 0) *err_flag = 1; /* benign race: every writer stores 1 */
+        }
+        ok[u] = row >= 0;
+        kk[u] = (float8)(0.0f);
+        if (ok[u]) {
+#if KV_Q == 2
+          const float2 kss = scale_shift_unpack(k_ss[kv_row(&kssl, &pg, b, j, hk)]);
+#else
+          const float2 kss = (float2)(0.0f);
+#endif
+          kk[u] = KV_LOAD8(k, row, c, kss);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < KU; u++) {
+        const int jj = ks + (it + u) * NS, j = t0 + jj;
+        float part[RB];
+        for (int r = 0; r < RB; r++) part[r] = dot(qr[r].lo, kk[u].lo) + dot(qr[r].hi, kk[u].hi);
+        LANE_SUM_ROWS(part, RB, NC, WG, &s_l[par ^ 1][0][0]);
+        if (it + u < WG / NS) { /* uniform: past the tile when KU > WG / NS */
+          for (int r = 0; r < RB; r++) {
+            float s = part[r];
+#if HAS_BIAS
+            const int rr = r0 + r;
+            if (ok[u] && rr < rows)
+              s += LOG2E * bias[bias_off + b * sbb + (hk * G + rr % G) * sbh + (rr / G) * sbm +
+                                j * sbn];
+#endif
+            s = (ok[u] && j < lim[r]) ? s : -INFINITY;
+            if (c == 0) s_l[par][r][jj] = s;
+#if PAGED
+            if (c == 0 && r == 0) vrow_l[par][jj] = ok[u] ? kv_row(&vl, &pg, b, j, hk) : -1;
+#endif
+            RAISE_MAX(&tmax_l[par][r], s);
+          }
+        }
+      }
+    }
+#else
+#if KSTAGE && KV_Q
+    /* 0. the tile's quantized K rows into local memory, word by word:
+     * consecutive work-items read consecutive words of a row (coalesced) */
+#pragma unroll
+    for (int i = tid; i < WG * KQ_X; i += WG) {
+      const int jj = i / KQ_X, w = i % KQ_X, jk = t0 + jj;
+      uint val = 0u;
+      if (jk < hi) {
+        const long row = kv_row(&kl, &pg, b, jk, hk);
+        if (row >= 0) val = k[row + w];
+      }
+      kq_l[jj * KQ_STRIDE + w] = val;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#elif KSTAGE
+    /* 0. the tile's K rows into local memory: consecutive work-items read
+     * consecutive words of a row (coalesced), all KW loads in flight */
+#pragma unroll
+    for (int i = tid; i < WG * KW; i += WG) {
+      const int jj = i / KW, w = i % KW, jk = t0 + jj;
+      uint4 val = (uint4)(0u);
+      if (jk < hi) {
+        const long row = kv_row(&kl, &pg, b, jk, hk);
+        if (row >= 0) val = *(const __global uint4 *)(k + row + w * KWORD_ELEMS);
+      }
+      k_l[jj * KSTRIDE + w] = val;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+    /* 1. scores of key t0 + tid, read whole by this work-item */
+    const int j = t0 + tid;
+#if PAGED
+    vrow_l[par][tid] = (j < hi) ? kv_row(&vl, &pg, b, j, hk) : -1;
+#endif
+    float sc[RB];
+    for (int r = 0; r < RB; r++) sc[r] = -INFINITY;
+    if (j < hi) {
+      const long row = kv_row(&kl, &pg, b, j, hk);
+      if (row < 0) {
+        *err_flag = 1; /* benign race: every writer stores 1 */
+      } else {
+#if KV_Q == 2
+        const float2 kss = scale_shift_unpack(k_ss[kv_row(&kssl, &pg, b, j, hk)]);
+#else
+        const float2 kss = (float2)(0.0f);
+#endif
+        float sdot[RB];
+        for (int r = 0; r < RB; r++) sdot[r] = 0.0f;
+        for (int g = 0; g < NG; g++) {
+          float part[RB];
+          for (int r = 0; r < RB; r++) part[r] = 0.0f;
+#pragma unroll
+          for (int cc = g * (NC / NG); cc < (g + 1) * (NC / NG); cc++) {
+#if KSTAGE && KV_Q
+            const float8 kk = KV_RAW8(kq_l, tid * KQ_STRIDE, cc);
+#elif KSTAGE
+            const float8 kk = kstaged8(k_l + tid * KSTRIDE, cc);
+#else
+            const float8 kk = KV_RAW8(k, row, cc);
+#endif
+            for (int r = 0; r < RB; r++) {
+              const float8 qq = vload8(0, q_l + r * D + cc * 8);
+              part[r] += dot(qq.lo, kk.lo) + dot(qq.hi, kk.hi);
+            }
+          }
+#if KV_Q
+#if KSTAGE
+          const float2 ss = KV_SS(kq_l, tid * KQ_STRIDE, g * (NC / NG), kss);
+#else
+          const float2 ss = KV_SS(k, row, g * (NC / NG), kss);
+#endif
+          for (int r = 0; r < RB; r++) sdot[r] += ss.x * part[r] + ss.y * qsum_l[r * NG + g];
+#else
+          for (int r = 0; r < RB; r++) sdot[r] += part[r];
+#endif
+        }
+        for (int r = 0; r < RB; r++) {
+          float s = sdot[r];
+#if HAS_BIAS
+          const int rr = r0 + r;
+          if (rr < rows)
+            s += LOG2E * bias[bias_off + b * sbb + (hk * G + rr % G) * sbh + (rr / G) * sbm +
+                              j * sbn];
+#endif
+          sc[r] = (j < lim[r]) ? s : -INFINITY;
+        }
+      }
+    }
+    for (int r = 0; r < RB; r++) {
+      s_l[par][r][tid] = sc[r];
+      RAISE_MAX(&tmax_l[par][r], sc[r]);
+    }
+#endif
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* 2. new running max (the same in every work-item), probabilities of key tid */
+    for (int r = 0; r < RB; r++) {
+      const float sc = s_l[par][r][tid];
+      const float m_new = fmax(m_run[r], float_of_ord(tmax_l[par][r]));
+      float alpha = 1.0f;
+      if (m_new != -INFINITY) alpha = exp2(m_run[r] - m_new); /* 0 when m_run is -inf */
+      acc[r] *= alpha;
+      l_run[r] *= alpha;
+#if KV_Q
+      sh[r] *= alpha;
+#endif
+      m_run[r] = m_new;
+      s_l[par][r][tid] = (sc == -INFINITY) ? 0.0f : exp2(sc - m_new);
+    }
+    if (tid < RB) tmax_l[par ^ 1][tid] = ord_of(-INFINITY);
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* 3. values: keys ks, ks + NS, ... of the tile, columns 8c .. 8c + 7,
+     * VU rows loaded before any is used so their latencies overlap. A row is
+     * read only when some query gives it weight (masked keys and rows outside
+     * the cache are never touched). */
+    if (ks < NS) {
+      for (int jj0 = ks; jj0 < WG && t0 + jj0 < hi; jj0 += NS * VU) {
+        float8 vv[VU];
+        float2 vs[VU];
+        float p[VU][RB];
+#pragma unroll
+        for (int u = 0; u < VU; u++) {
+          const int jj = jj0 + u * NS;
+          const bool in = jj < WG && t0 + jj < hi;
+          float any = 0.0f;
+          for (int r = 0; r < RB; r++) {
+            p[u][r] = in ? s_l[par][r][jj] : 0.0f;
+            any += p[u][r];
+          }
+          const long row = (any != 0.0f) ? V_ROW(jj) : -1;
+          vv[u] = (float8)(0.0f);
+          vs[u] = (float2)(0.0f);
+          if (row >= 0) {
+#if KV_Q == 2
+            const float2 vss = scale_shift_unpack(v_ss[kv_row(&vssl, &pg, b, t0 + jj, hk)]);
+#else
+            const float2 vss = (float2)(0.0f);
+#endif
+            vv[u] = KV_RAW8(v, row, c);
+            vs[u] = KV_SS(v, row, c, vss);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < VU; u++)
+          for (int r = 0; r < RB; r++) {
+#if KV_Q
+            acc[r] += (p[u][r] * vs[u].x) * vv[u];
+            sh[r] += p[u][r] * vs[u].y;
+#else
+            acc[r] += p[u][r] * vv[u];
+#endif
+            l_run[r] += p[u][r];
+          }
+      }
+    }
+  }
+
+#if KV_Q
+  for (int r = 0; r < RB; r++) acc[r] += (float8)(sh[r]);
+#endif
+  /* Combine the key subsets: same running max, so sums simply add. */
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = 0; s < NS; s++) {
+    if (ks == s) {
+      for (int r = 0; r < RB; r++) {
+        __local float *dst = q_l + r * D + c * 8;
+        const float8 prev = (s == 0) ? (float8)(0.0f) : vload8(0, dst);
+        vstore8(prev + acc[r], 0, dst);
+        if (c == 0) l_l[r] = ((s == 0) ? 0.0f : l_l[r]) + l_run[r];
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+
+  if (tid == 0)
+    for (int r = 0; r < RB; r++) m_fin_l[r] = m_run[r];
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  /* Output rows: packed (varlen, direct) or [b, mq, h] (also the partials' layout). */
+#if VARLEN && !SPLIT
+  const long ob = 0, om0 = qs;
+#else
+  const long ob = b, om0 = 0;
+#endif
+  store_block_rows(q_l, l_l, m_fin_l, o, o_off + split * o_split + ob * sob, som, soh, sod, lse,
+                   lse_off + split * lse_split + ob * slb, slh, slm, om0, hk, G, r0, rows);
+}
+#endif /* MMA */

@@ -1,0 +1,610 @@
+/* ReRoPE windowed attention, backward. Deterministic: no float atomics,
+ * every gradient element is summed by one work-item in a fixed order.
+ *
+ * clattn_rerope_bwd_pre:  delta_i = o_i . dout_i (f32 workspace [Z, Hq, Nq]).
+ * clattn_rerope_bwd_dkdv: one work-group per (block of BN keys, KV head,
+ *   batch); loops over the query heads of its group and the query tiles that
+ *   can see its keys, recomputing P from lse; accumulates dk1, dk2, dv.
+ * clattn_rerope_bwd_dq:   one work-group per (block of BM queries, query
+ *   head, batch); loops over key tiles; accumulates dq1, dq2.
+ * With ROTARY the kernels read raw q, k and return dq = R(p_i)^T dq1 +
+ * R(W)^T dq2 and dk = R(p_j)^T dk1 + dk2 in the dq1 / dk1 arguments.
+ *
+ * Portable kernels (RR_MMA 0): work-item (r, c) owns score rows r + RT*i and
+ * columns c + CT*u, and the rotary pairs c + CT*w of the head dim (both
+ * elements of a pair, so the final inverse rotation stays in registers).
+ * Tensor-core kernels (RR_MMA 1, cl/rerope_mma.clh): four warps of 16 rows
+ * (queries in dq, keys in dk/dv); S, dP, dV, dK, dQ are mma.sync products,
+ * P and dS pass from accumulator to A fragments in registers; each block's
+ * dq (dk, dv) stays in registers until its one store. */
+#include "rerope.clh"
+
+#if RR_MMA
+#include "rerope_mma.clh"
+#endif
+
+#define RT (WG / CT)
+#define DW (D / CT) /* head-dim elements per work-item: pairs c + CT*w, both halves */
+#define NPW (DW / 2)
+
+__kernel void clattn_rerope_bwd_pre(__global const ELT(DT) *o, rr_view vo,
+                                    __global const ELT(DT) *dout, rr_view vdo,
+                                    __global float *delta, rr_view vdl, rr_args A) {
+  const int i = get_global_id(0), h = get_global_id(1), z = get_global_id(2);
+  if (i >= A.Nq) return;
+  const long ob = vidx(vo, z, h, i, 0), db = vidx(vdo, z, h, i, 0);
+  float s = 0.0f;
+  for (int d = 0; d < D; d++) s += LD(DT, o, ob + d * vo.d) * LD(DT, dout, db + d * vdo.d);
+  delta[vdl.off + z * vdl.z + h * vdl.h + i * vdl.n] = s;
+}
+
+#if !RR_MMA
+
+#define TK (BN / RT) /* dkdv: keys per work-item */
+#define TQ (BM / CT) /* dkdv: queries per work-item */
+#define TM (BM / RT) /* dq: queries per work-item */
+#define TN (BN / CT) /* dq: keys per work-item */
+
+RR_TILE_DOTS(dots_kq, TK, TQ)
+RR_TILE_DOTS(dots_qk, TM, TN)
+
+/* Head-dim column of a work-item's element x = 2*w + b (pair c + CT*w). */
+static inline int own_col(int c, int x, rr_args A) {
+  return rope_elem(c + CT * (x >> 1), x & 1, A);
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT) *q2,
+                       rr_view vq2, __global const ELT(DT) *k1, rr_view vk1,
+                       __global const ELT(DT) *k2, rr_view vk2, __global const ELT(DT) *v,
+                       rr_view vv, __global const ELT(DT) *dout, rr_view vdo,
+                       __global const float *lse, rr_view vl, __global const float *delta,
+                       rr_view vdl, __global ELT(DT) *dk1, rr_view vdk1, __global ELT(DT) *dk2,
+                       rr_view vdk2, __global ELT(DT) *dv, rr_view vdv, __global const int *qpos,
+                       rr_view vqp, __global const int *kpos, rr_view vkp, rr_args A) {
+  __local TT tk1[BN * LDT], tk2[BN * LDT], tv[BN * LDT];
+  __local TT tq1[BM * LDT], tq2[BM * LDT], tdo[BM * LDT];
+  __local float tlse[BM], tdelta[BM];
+  __local int tqpos[BM], tkpos[BN];
+  __local float tpt[BN * (BM + 1)], tds1[BN * (BM + 1)], tds2[BN * (BM + 1)];
+
+  const int lid = get_local_id(0), r = lid / CT, c = lid % CT;
+  const int n0 = get_group_id(0) * BN, hk = get_group_id(1), z = get_group_id(2);
+  const int n1 = min(n0 + BN, A.Nk);
+
+  for (int x = lid; x < BN; x += WG) tkpos[x] = (n0 + x < A.Nk) ? kpos_at(kpos, vkp, z, n0 + x) : 0;
+  barrier(CLK_LOCAL_MEM_FENCE);
+#if ROTARY
+  stage_rope(k1, vk1, z, hk, n0, A.Nk, BN, tk1, tkpos, 0, A);
+  stage_raw(k1, vk1, z, hk, n0, A.Nk, BN, tk2);
+#else
+  stage_raw(k1, vk1, z, hk, n0, A.Nk, BN, tk1);
+  stage_raw(k2, vk2, z, hk, n0, A.Nk, BN, tk2);
+#endif
+  stage_raw(v, vv, z, hk, n0, A.Nk, BN, tv);
+  long klo, khi;
+  kpos_range(kpos, vkp, z, n0, n1, &klo, &khi);
+
+  float a1[TK * DW], a2[TK * DW], av[TK * DW];
+  for (int x = 0; x < TK * DW; x++) a1[x] = a2[x] = av[x] = 0.0f;
+  int col[DW];
+  for (int x = 0; x < DW; x++) col[x] = own_col(c, x, A);
+
+  /* Default positions and causal: the first query that sees key n0. */
+  int m_start = 0;
+  if (A.causal && !qpos) m_start = (int)clamp(klo - (A.Nk - A.Nq), 0L, (long)A.Nq) / BM * BM;
+
+  for (int g = 0; g < A.G; g++) {
+    const int h = hk * A.G + g;
+    int m0 = rr_next_qtile(m_start, klo, khi, qpos, vqp, z, A);
+    while (m0 < A.Nq) {
+      const int cls = rr_qclass(m0, klo, khi, qpos, vqp, z, A);
+      barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile's readers are done */
+      for (int x = lid; x < BM; x += WG) {
+        const bool in = m0 + x < A.Nq;
+        tqpos[x] = in ? qpos_at(qpos, vqp, z, m0 + x, A) : 0;
+        tlse[x] = in ? lse[vl.off + z * vl.z + h * vl.h + (m0 + x) * vl.n] : -INFINITY;
+        tdelta[x] = in ? delta[vdl.off + z * vdl.z + h * vdl.h + (m0 + x) * vdl.n] : 0.0f;
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+#if ROTARY
+      if (!(cls & RR_OUT)) stage_rope(q1, vq1, z, h, m0, A.Nq, BM, tq1, tqpos, 0, A);
+      if (!(cls & RR_IN)) stage_rope(q1, vq1, z, h, m0, A.Nq, BM, tq2, NULL, A.window, A);
+#else
+      if (!(cls & RR_OUT)) stage_raw(q1, vq1, z, h, m0, A.Nq, BM, tq1);
+      if (!(cls & RR_IN)) stage_raw(q2, vq2, z, h, m0, A.Nq, BM, tq2);
+#endif
+      stage_raw(dout, vdo, z, h, m0, A.Nq, BM, tdo);
+      barrier(CLK_LOCAL_MEM_FENCE);
+
+      /* transposed scores: rows are keys, columns queries */
+      float s[TK * TQ], dp[TK * TQ];
+      RR_BANDED_DOTS(dots_kq, cls, tk1, tq1, tk2, tq2, r, c, tkpos, tqpos, TK, TQ, s, A);
+      dots_kq(tv, tdo, r, c, dp);
+      for (int i = 0; i < TK; i++) {
+        const int kr = r + RT * i;
+        for (int u = 0; u < TQ; u++) {
+          const int qc = c + CT * u;
+          const float l = tlse[qc];
+          /* a query without visible keys has lse = -inf and no gradient */
+          const bool ok = n0 + kr < A.Nk && m0 + qc < A.Nq && l != -INFINITY &&
+                          rr_visible(tqpos[qc], tkpos[kr], A);
+          const float p = ok ? exp(s[i * TQ + u] * A.scale - l) : 0.0f;
+          const float ds = p * (dp[i * TQ + u] - tdelta[qc]);
+          const bool inside =
+              (cls & RR_IN) || (!(cls & RR_OUT) && rr_inside(tqpos[qc], tkpos[kr], A));
+          tpt[kr * (BM + 1) + qc] = p;
+          tds1[kr * (BM + 1) + qc] = inside ? ds : 0.0f;
+          tds2[kr * (BM + 1) + qc] = inside ? 0.0f : ds;
+        }
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      for (int q = 0; q < BM; q++) {
+        float xo[DW], x1[DW], x2[DW];
+        for (int x = 0; x < DW; x++) {
+          xo[x] = tl_get(tdo, q * LDT + col[x]);
+          x1[x] = (cls & RR_OUT) ? 0.0f : tl_get(tq1, q * LDT + col[x]);
+          x2[x] = (cls & RR_IN) ? 0.0f : tl_get(tq2, q * LDT + col[x]);
+        }
+        for (int i = 0; i < TK; i++) {
+          const int at = (r + RT * i) * (BM + 1) + q;
+          const float p = tpt[at], d1 = tds1[at], d2 = tds2[at];
+          for (int x = 0; x < DW; x++) {
+            av[i * DW + x] += p * xo[x];
+            a1[i * DW + x] += d1 * x1[x];
+            a2[i * DW + x] += d2 * x2[x];
+          }
+        }
+      }
+      m0 = rr_next_qtile(m0 + BM, klo, khi, qpos, vqp, z, A);
+    }
+  }
+
+  for (int i = 0; i < TK; i++) {
+    const int n = n0 + r + RT * i;
+    if (n >= A.Nk) continue;
+    for (int w = 0; w < NPW; w++) {
+      const int pair = c + CT * w;
+      float x0 = a1[i * DW + 2 * w] * A.scale, x1 = a1[i * DW + 2 * w + 1] * A.scale;
+      float y0 = a2[i * DW + 2 * w] * A.scale, y1 = a2[i * DW + 2 * w + 1] * A.scale;
+#if ROTARY
+      /* dk = R(p_j)^T dk1 + dk2 */
+      const float2 x = rope_pair_rot((float2)(x0, x1), pair, (float)tkpos[r + RT * i], A, true);
+      x0 = x.x, x1 = x.y;
+      ST(DT, dk1, vidx(vdk1, z, hk, n, rope_elem(pair, 0, A)), x0 + y0);
+      ST(DT, dk1, vidx(vdk1, z, hk, n, rope_elem(pair, 1, A)), x1 + y1);
+#else
+      ST(DT, dk1, vidx(vdk1, z, hk, n, rope_elem(pair, 0, A)), x0);
+      ST(DT, dk1, vidx(vdk1, z, hk, n, rope_elem(pair, 1, A)), x1);
+      ST(DT, dk2, vidx(vdk2, z, hk, n, rope_elem(pair, 0, A)), y0);
+      ST(DT, dk2, vidx(vdk2, z, hk, n, rope_elem(pair, 1, A)), y1);
+#endif
+    }
+    for (int x = 0; x < DW; x++) ST(DT, dv, vidx(vdv, z, hk, n, col[x]), av[i * DW + x]);
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_dq(
+    __global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT) *q2, rr_view vq2,
+    __global const ELT(DT) *k1, rr_view vk1, __global const ELT(DT) *k2, rr_view vk2,
+    __global const ELT(DT) *v, rr_view vv, __global const ELT(DT) *dout, rr_view vdo,
+    __global const float *lse, rr_view vl, __global const float *delta, rr_view vdl,
+    __global ELT(DT) *dq1, rr_view vdq1, __global ELT(DT) *dq2, rr_view vdq2,
+    __global const int *qpos, rr_view vqp, __global const int *kpos, rr_view vkp, rr_args A) {
+  __local TT tq1[BM * LDT], tq2[BM * LDT], tdo[BM * LDT];
+  __local TT tk1[BN * LDT], tk2[BN * LDT], tv[BN * LDT];
+  __local float tlse[BM], tdelta[BM];
+  __local int tqpos[BM], tkpos[BN];
+  __local float tds1[BM * (BN + 1)], tds2[BM * (BN + 1)];
+
+  const int lid = get_local_id(0), r = lid / CT, c = lid % CT;
+  const int m0 = rr_query_block(A) * BM, h = get_group_id(1), z = get_group_id(2);
+  const int hk = h / A.G;
+  const int m1 = min(m0 + BM, A.Nq);
+
+  for (int x = lid; x < BM; x += WG) {
+    const bool in = m0 + x < A.Nq;
+    tqpos[x] = in ? qpos_at(qpos, vqp, z, m0 + x, A) : 0;
+    tlse[x] = in ? lse[vl.off + z * vl.z + h * vl.h + (m0 + x) * vl.n] : -INFINITY;
+    tdelta[x] = in ? delta[vdl.off + z * vdl.z + h * vdl.h + (m0 + x) * vdl.n] : 0.0f;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#if ROTARY
+  stage_rope(q1, vq1, z, h, m0, A.Nq, BM, tq1, tqpos, 0, A);
+  stage_rope(q1, vq1, z, h, m0, A.Nq, BM, tq2, NULL, A.window, A);
+#else
+  stage_raw(q1, vq1, z, h, m0, A.Nq, BM, tq1);
+  stage_raw(q2, vq2, z, h, m0, A.Nq, BM, tq2);
+#endif
+  stage_raw(dout, vdo, z, h, m0, A.Nq, BM, tdo);
+  long qlo, qhi;
+  qpos_range(qpos, vqp, z, m0, m1, A, &qlo, &qhi);
+  int n_end = A.Nk;
+  if (A.causal && !kpos) n_end = (int)clamp(qhi + 1, 0L, (long)A.Nk);
+
+  float a1[TM * DW], a2[TM * DW];
+  for (int x = 0; x < TM * DW; x++) a1[x] = a2[x] = 0.0f;
+  int col[DW];
+  for (int x = 0; x < DW; x++) col[x] = own_col(c, x, A);
+
+  int n0 = rr_next_ktile(0, n_end, qlo, qhi, kpos, vkp, z, A);
+  while (n0 < n_end) {
+    const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
+    barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile's readers are done */
+    for (int x = lid; x < BN; x += WG)
+      tkpos[x] = (n0 + x < A.Nk) ? kpos_at(kpos, vkp, z, n0 + x) : 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+#if ROTARY
+    if (!(cls & RR_OUT)) stage_rope(k1, vk1, z, hk, n0, A.Nk, BN, tk1, tkpos, 0, A);
+    if (!(cls & RR_IN)) stage_raw(k1, vk1, z, hk, n0, A.Nk, BN, tk2);
+#else
+    if (!(cls & RR_OUT)) stage_raw(k1, vk1, z, hk, n0, A.Nk, BN, tk1);
+    if (!(cls & RR_IN)) stage_raw(k2, vk2, z, hk, n0, A.Nk, BN, tk2);
+#endif
+    stage_raw(v, vv, z, hk, n0, A.Nk, BN, tv);
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    float s[TM * TN], dp[TM * TN];
+    RR_BANDED_DOTS(dots_qk, cls, tq1, tk1, tq2, tk2, r, c, tqpos, tkpos, TM, TN, s, A);
+    dots_qk(tdo, tv, r, c, dp);
+    for (int i = 0; i < TM; i++) {
+      const int qr = r + RT * i;
+      const float l = tlse[qr];
+      for (int u = 0; u < TN; u++) {
+        const int kc = c + CT * u;
+        const bool ok = m0 + qr < A.Nq && n0 + kc < A.Nk && l != -INFINITY &&
+                        rr_visible(tqpos[qr], tkpos[kc], A);
+        const float p = ok ? exp(s[i * TN + u] * A.scale - l) : 0.0f;
+        const float ds = p * (dp[i * TN + u] - tdelta[qr]);
+        const bool inside =
+            (cls & RR_IN) || (!(cls & RR_OUT) && rr_inside(tqpos[qr], tkpos[kc], A));
+        tds1[qr * (BN + 1) + kc] = inside ? ds : 0.0f;
+        tds2[qr * (BN + 1) + kc] = inside ? 0.0f : ds;
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int j = 0; j < BN; j++) {
+      float x1[DW], x2[DW];
+      for (int x = 0; x < DW; x++) {
+        x1[x] = (cls & RR_OUT) ? 0.0f : tl_get(tk1, j * LDT + col[x]);
+        x2[x] = (cls & RR_IN) ? 0.0f : tl_get(tk2, j * LDT + col[x]);
+      }
+      for (int i = 0; i < TM; i++) {
+        const int at = (r + RT * i) * (BN + 1) + j;
+        const float d1 = tds1[at], d2 = tds2[at];
+        for (int x = 0; x < DW; x++) {
+          a1[i * DW + x] += d1 * x1[x];
+          a2[i * DW + x] += d2 * x2[x];
+        }
+      }
+    }
+    n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
+  }
+
+  for (int i = 0; i < TM; i++) {
+    const int n = m0 + r + RT * i;
+    if (n >= A.Nq) continue;
+    for (int w = 0; w < NPW; w++) {
+      const int pair = c + CT * w;
+      float x0 = a1[i * DW + 2 * w] * A.scale, x1 = a1[i * DW + 2 * w + 1] * A.scale;
+      float y0 = a2[i * DW + 2 * w] * A.scale, y1 = a2[i * DW + 2 * w + 1] * A.scale;
+#if ROTARY
+      /* dq = R(p_i)^T dq1 + R(W)^T dq2 */
+      const float2 x = rope_pair_rot((float2)(x0, x1), pair, (float)tqpos[r + RT * i], A, true);
+      const float2 y = rope_pair_rot((float2)(y0, y1), pair, (float)A.window, A, true);
+      x0 = x.x, x1 = x.y, y0 = y.x, y1 = y.y;
+      ST(DT, dq1, vidx(vdq1, z, h, n, rope_elem(pair, 0, A)), x0 + y0);
+      ST(DT, dq1, vidx(vdq1, z, h, n, rope_elem(pair, 1, A)), x1 + y1);
+#else
+      ST(DT, dq1, vidx(vdq1, z, h, n, rope_elem(pair, 0, A)), x0);
+      ST(DT, dq1, vidx(vdq1, z, h, n, rope_elem(pair, 1, A)), x1);
+      ST(DT, dq2, vidx(vdq2, z, h, n, rope_elem(pair, 0, A)), y0);
+      ST(DT, dq2, vidx(vdq2, z, h, n, rope_elem(pair, 1, A)), y1);
+#endif
+    }
+  }
+}
+
+#else /* RR_MMA */
+
+/* dq: RB query rows per work-group, key tiles of BN. dk/dv: RB keys per
+ * work-group, query tiles of BM. */
+#define NBK (BN / 8) /* dq: 8-key blocks of a key tile */
+#define NBQ (BM / 8) /* dk/dv: 8-query blocks of a query tile */
+#if BN % 16 || BM % 16 || 3 * BN < RB
+#error "tensor-core backward: BN, BM multiples of 16, RB <= 3 BN"
+#endif
+
+/* Stages q (rotary: RoPE(q, pos) or RoPE(q, W)) or a plain tensor. */
+#if ROTARY
+#define STAGE_Q1(T, V, Z, H, N0, NE, ROWS, X, TPOS, A)                                             \
+  mstage_rope(T, V, Z, H, N0, NE, ROWS, X, TPOS, 0, A)
+#define STAGE_Q2(T, V, Z, H, N0, NE, ROWS, X, A)                                                   \
+  mstage_rope(T, V, Z, H, N0, NE, ROWS, X, NULL, (A).window, A)
+#else
+#define STAGE_Q1(T, V, Z, H, N0, NE, ROWS, X, TPOS, A) mstage_raw(T, V, Z, H, N0, NE, ROWS, X)
+#define STAGE_Q2(T, V, Z, H, N0, NE, ROWS, X, A) mstage_raw(T, V, Z, H, N0, NE, ROWS, X)
+#endif
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_dq(
+    __global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT) *q2, rr_view vq2,
+    __global const ELT(DT) *k1, rr_view vk1, __global const ELT(DT) *k2, rr_view vk2,
+    __global const ELT(DT) *v, rr_view vv, __global const ELT(DT) *dout, rr_view vdo,
+    __global const float *lse, rr_view vl, __global const float *delta, rr_view vdl,
+    __global ELT(DT) *dq1, rr_view vdq1, __global ELT(DT) *dq2, rr_view vdq2,
+    __global const int *qpos, rr_view vqp, __global const int *kpos, rr_view vkp, rr_args A) {
+  /* K1, K2, V tiles; Q1, Q2, dO staged here first. uint4: 16-byte rows for ldmatrix, cp.async */
+  __local uint4 smem_[3 * BN * LDS / 8];
+  __local ushort *smem = (__local ushort *)smem_;
+  __local int sqpos[RB], skpos[BN];
+  EMU_DECL
+  __local ushort *sk1 = smem, *sk2 = smem + BN * LDS, *sv = smem + 2 * BN * LDS;
+  __global const ushort *Q1 = (__global const ushort *)q1, *Q2 = (__global const ushort *)q2;
+  __global const ushort *K1 = (__global const ushort *)k1, *K2 = (__global const ushort *)k2;
+  __global const ushort *V = (__global const ushort *)v, *DO = (__global const ushort *)dout;
+
+  const int lid = get_local_id(0), l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
+  const int m0 = rr_query_block(A) * RB, h = get_group_id(1), z = get_group_id(2);
+  const int hk = h / A.G;
+
+  for (int x = lid; x < RB; x += WG)
+    sqpos[x] = (m0 + x < A.Nq) ? qpos_at(qpos, vqp, z, m0 + x, A) : 0;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* Q1, Q2 and dO stay in registers as A fragments */
+  uint4 qf1[KB], qf2[KB], dof[KB];
+  STAGE_Q1(Q1, vq1, z, h, m0, A.Nq, RB, smem, sqpos, A);
+  copy_wait();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  load_afrags(qf1, smem EMU_ARG);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  STAGE_Q2(ROTARY ? Q1 : Q2, ROTARY ? vq1 : vq2, z, h, m0, A.Nq, RB, smem, A);
+  copy_wait();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  load_afrags(qf2, smem EMU_ARG);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  mstage_raw(DO, vdo, z, h, m0, A.Nq, RB, smem);
+  copy_wait();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  load_afrags(dof, smem EMU_ARG);
+
+  /* this lane's rows g and g + 8: positions, lse (log2 units; +inf where the
+   * row has no keys or does not exist, so p = 0) and delta */
+  const int r0 = w * 16 + g, n_a = m0 + r0, n_b = n_a + 8;
+  const long pq0 = sqpos[r0], pq1 = sqpos[r0 + 8];
+  float ls0 = INFINITY, ls1 = INFINITY, dl0 = 0.0f, dl1 = 0.0f;
+  if (n_a < A.Nq) {
+    const float x = lse[vl.off + z * vl.z + h * vl.h + n_a * vl.n];
+    ls0 = (x == -INFINITY) ? INFINITY : x * M_LOG2E_F;
+    dl0 = delta[vdl.off + z * vdl.z + h * vdl.h + n_a * vdl.n];
+  }
+  if (n_b < A.Nq) {
+    const float x = lse[vl.off + z * vl.z + h * vl.h + n_b * vl.n];
+    ls1 = (x == -INFINITY) ? INFINITY : x * M_LOG2E_F;
+    dl1 = delta[vdl.off + z * vdl.z + h * vdl.h + n_b * vdl.n];
+  }
+  long qlo, qhi;
+  qpos_range(qpos, vqp, z, m0, min(m0 + RB, A.Nq), A, &qlo, &qhi);
+  int n_end = A.Nk;
+  if (A.causal && !kpos) n_end = (int)clamp(qhi + 1, 0L, (long)A.Nk);
+
+  const float sl2 = A.scale * M_LOG2E_F;
+  float4 a1[DB], a2[DB];
+  MMA_UNROLL
+  for (int db = 0; db < DB; db++) a1[db] = a2[db] = (float4)(0.0f);
+
+  int n0 = rr_next_ktile(0, n_end, qlo, qhi, kpos, vkp, z, A);
+  while (n0 < n_end) {
+    const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
+    barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile (and the staging) is no longer read */
+    for (int x = lid; x < BN; x += WG)
+      skpos[x] = (n0 + x < A.Nk) ? kpos_at(kpos, vkp, z, n0 + x) : 0;
+#if ROTARY
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!(cls & RR_OUT)) mstage_rope(K1, vk1, z, hk, n0, A.Nk, BN, sk1, skpos, 0, A);
+    if (!(cls & RR_IN)) mstage_raw(K1, vk1, z, hk, n0, A.Nk, BN, sk2); /* k2 = k */
+#else
+    if (!(cls & RR_OUT)) mstage_raw(K1, vk1, z, hk, n0, A.Nk, BN, sk1);
+    if (!(cls & RR_IN)) mstage_raw(K2, vk2, z, hk, n0, A.Nk, BN, sk2);
+#endif
+    mstage_raw(V, vv, z, hk, n0, A.Nk, BN, sv);
+    copy_wait();
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* P from the forward's lse; dS = P (dP - delta), split by side of the
+     * window: d1 (q1 . k1 pairs), d2 (q2 . k2 pairs) */
+    const bool mixed = !(cls & (RR_IN | RR_OUT));
+    float4 d1[NBK], d2[NBK];
+    tile_logits(d1, cls, n0, qf1, qf2, sk1, sk2, kpos ? skpos : NULL, pq0, pq1, A, sl2 EMU_ARG);
+    MMA_UNROLL
+    for (int nb = 0; nb < NBK; nb++) {
+      const float4 c = d1[nb];
+      const float4 p = (float4)(native_exp2(c.x - ls0), native_exp2(c.y - ls0),
+                                native_exp2(c.z - ls1), native_exp2(c.w - ls1));
+      const float4 dp = qk_block(nb, dof, sv EMU_ARG);
+      const float4 ds = p * (dp - (float4)(dl0, dl0, dl1, dl1));
+      if (mixed) {
+        const int cc = nb * 8 + 2 * t;
+        const long pk0 = kpos ? skpos[cc] : n0 + cc, pk1 = kpos ? skpos[cc + 1] : n0 + cc + 1;
+        const int4 in = (int4)(rr_inside(pq0, pk0, A), rr_inside(pq0, pk1, A),
+                               rr_inside(pq1, pk0, A), rr_inside(pq1, pk1, A));
+        d1[nb] = select((float4)(0.0f), ds, in != 0);
+        d2[nb] = select(ds, (float4)(0.0f), in != 0);
+      } else {
+        d1[nb] = d2[nb] = ds; /* only the tile's side is used */
+      }
+    }
+    /* dQ1 += dS1 K1, dQ2 += dS2 K2 */
+    MMA_UNROLL
+    for (int kk = 0; kk < BN / 16; kk++) {
+      if (!(cls & RR_OUT)) mma_rows(a1, afrag(d1[2 * kk], d1[2 * kk + 1]), sk1, kk EMU_ARG);
+      if (!(cls & RR_IN)) mma_rows(a2, afrag(d2[2 * kk], d2[2 * kk + 1]), sk2, kk EMU_ARG);
+    }
+    n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
+  }
+
+#if ROTARY
+  /* dq = R(p_i)^T dq1 + R(W)^T dq2 */
+  rope_frag_inverse(a1, (float)pq0, (float)pq1, A);
+  rope_frag_inverse(a2, (float)A.window, (float)A.window, A);
+  MMA_UNROLL
+  for (int db = 0; db < DB; db++) a1[db] += a2[db];
+  store_frags(dq1, vdq1, z, h, n_a, A.Nq, a1, A.scale, A.scale);
+#else
+  store_frags(dq1, vdq1, z, h, n_a, A.Nq, a1, A.scale, A.scale);
+  store_frags(dq2, vdq2, z, h, n_a, A.Nq, a2, A.scale, A.scale);
+#endif
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT) *q2,
+                       rr_view vq2, __global const ELT(DT) *k1, rr_view vk1,
+                       __global const ELT(DT) *k2, rr_view vk2, __global const ELT(DT) *v,
+                       rr_view vv, __global const ELT(DT) *dout, rr_view vdo,
+                       __global const float *lse, rr_view vl, __global const float *delta,
+                       rr_view vdl, __global ELT(DT) *dk1, rr_view vdk1, __global ELT(DT) *dk2,
+                       rr_view vdk2, __global ELT(DT) *dv, rr_view vdv, __global const int *qpos,
+                       rr_view vqp, __global const int *kpos, rr_view vkp, rr_args A) {
+  /* K1, K2, V of this work-group's keys; Q1, Q2, dO of a query tile (uint4: 16-byte rows) */
+  __local uint4 skv_[3 * RB * LDS / 8], sqt_[3 * BM * LDS / 8];
+  __local ushort *skv = (__local ushort *)skv_, *sqt = (__local ushort *)sqt_;
+  __local float slse[BM], sdelta[BM];
+  __local int sqpos[BM], skpos[RB];
+  EMU_DECL
+  __local ushort *sk1 = skv, *sk2 = skv + RB * LDS, *sv = skv + 2 * RB * LDS;
+  __local ushort *sq1 = sqt, *sq2 = sqt + BM * LDS, *sdo = sqt + 2 * BM * LDS;
+  __global const ushort *Q1 = (__global const ushort *)q1, *Q2 = (__global const ushort *)q2;
+  __global const ushort *K1 = (__global const ushort *)k1, *K2 = (__global const ushort *)k2;
+  __global const ushort *V = (__global const ushort *)v, *DO = (__global const ushort *)dout;
+
+  const int lid = get_local_id(0), l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
+  const int n0 = get_group_id(0) * RB, hk = get_group_id(1), z = get_group_id(2);
+
+  for (int x = lid; x < RB; x += WG) skpos[x] = (n0 + x < A.Nk) ? kpos_at(kpos, vkp, z, n0 + x) : 0;
+  barrier(CLK_LOCAL_MEM_FENCE);
+#if ROTARY
+  mstage_rope(K1, vk1, z, hk, n0, A.Nk, RB, sk1, skpos, 0, A);
+  mstage_raw(K1, vk1, z, hk, n0, A.Nk, RB, sk2);
+#else
+  mstage_raw(K1, vk1, z, hk, n0, A.Nk, RB, sk1);
+  mstage_raw(K2, vk2, z, hk, n0, A.Nk, RB, sk2);
+#endif
+  mstage_raw(V, vv, z, hk, n0, A.Nk, RB, sv);
+  copy_wait();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int r0 = w * 16 + g, j_a = n0 + r0;
+  const long pk0 = skpos[r0], pk1 = skpos[r0 + 8];
+  long klo, khi;
+  kpos_range(kpos, vkp, z, n0, min(n0 + RB, A.Nk), &klo, &khi);
+  /* Default positions and causal: the first query that sees key n0. */
+  int m_start = 0;
+  if (A.causal && !qpos) m_start = (int)clamp(klo - (A.Nk - A.Nq), 0L, (long)A.Nq) / BM * BM;
+
+  const float sl2 = A.scale * M_LOG2E_F;
+  float4 ak1[DB], ak2[DB], av[DB];
+  MMA_UNROLL
+  for (int db = 0; db < DB; db++) ak1[db] = ak2[db] = av[db] = (float4)(0.0f);
+
+  for (int gq = 0; gq < A.G; gq++) {
+    const int h = hk * A.G + gq;
+    int m0 = rr_next_qtile(m_start, klo, khi, qpos, vqp, z, A);
+    while (m0 < A.Nq) {
+      const int cls = rr_qclass(m0, klo, khi, qpos, vqp, z, A);
+      barrier(CLK_LOCAL_MEM_FENCE); /* the previous query tile is no longer read */
+      for (int x = lid; x < BM; x += WG) {
+        const bool in = m0 + x < A.Nq;
+        const float ls = in ? lse[vl.off + z * vl.z + h * vl.h + (m0 + x) * vl.n] : -INFINITY;
+        /* log2 units; +inf where the query has no keys or does not exist: p = 0 */
+        slse[x] = (ls == -INFINITY) ? INFINITY : ls * M_LOG2E_F;
+        sdelta[x] = in ? delta[vdl.off + z * vdl.z + h * vdl.h + (m0 + x) * vdl.n] : 0.0f;
+        sqpos[x] = in ? qpos_at(qpos, vqp, z, m0 + x, A) : 0;
+      }
+#if ROTARY
+      barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+      if (!(cls & RR_OUT)) STAGE_Q1(Q1, vq1, z, h, m0, A.Nq, BM, sq1, sqpos, A);
+      if (!(cls & RR_IN))
+        STAGE_Q2(ROTARY ? Q1 : Q2, ROTARY ? vq1 : vq2, z, h, m0, A.Nq, BM, sq2, A);
+      mstage_raw(DO, vdo, z, h, m0, A.Nq, BM, sdo);
+      copy_wait();
+      barrier(CLK_LOCAL_MEM_FENCE);
+
+      const bool mixed = !(cls & (RR_IN | RR_OUT));
+      const bool masked =
+          mixed || (cls & RR_CAUSAL_EDGE) || m0 + BM > A.Nq || n0 + RB > A.Nk || qpos;
+      /* P^T (16 keys x BM queries of this warp): this warp's keys as A
+       * fragments (reloaded per tile: registers go to the accumulators) */
+      float4 pt[NBQ], d2[NBQ];
+      uint4 kf[KB];
+      load_afrags(kf, (cls & RR_OUT) ? sk2 : sk1 EMU_ARG);
+      MMA_UNROLL
+      for (int qb = 0; qb < NBQ; qb++)
+        pt[qb] = qk_block(qb, kf, (cls & RR_OUT) ? sq2 : sq1 EMU_ARG);
+      if (mixed) {
+        load_afrags(kf, sk2 EMU_ARG);
+        MMA_UNROLL
+        for (int qb = 0; qb < NBQ; qb++) d2[qb] = qk_block(qb, kf, sq2 EMU_ARG);
+      }
+      MMA_UNROLL
+      for (int qb = 0; qb < NBQ; qb++) {
+        float4 c1 = pt[qb];
+        const float4 c2 = mixed ? d2[qb] : c1;
+        const int c = qb * 8 + 2 * t;
+        const long pqa = sqpos[c], pqb = sqpos[c + 1];
+        /* rows are keys j_a, j_a + 8; columns queries c, c + 1 */
+        if (masked)
+          c1 = (float4)(logit(c1.x, c2.x, mixed, pqa, j_a, pk0, A, sl2),
+                        logit(c1.y, c2.y, mixed, pqb, j_a, pk0, A, sl2),
+                        logit(c1.z, c2.z, mixed, pqa, j_a + 8, pk1, A, sl2),
+                        logit(c1.w, c2.w, mixed, pqb, j_a + 8, pk1, A, sl2));
+        else
+          c1 *= sl2;
+        const float la = slse[c], lb = slse[c + 1];
+        pt[qb] = (float4)(native_exp2(c1.x - la), native_exp2(c1.y - lb), native_exp2(c1.z - la),
+                          native_exp2(c1.w - lb));
+      }
+      /* dV += P^T dO */
+      MMA_UNROLL
+      for (int kk = 0; kk < BM / 16; kk++)
+        mma_rows(av, afrag(pt[2 * kk], pt[2 * kk + 1]), sdo, kk EMU_ARG);
+      /* dS^T = P^T (dP^T - delta), split by side of the window into pt (1) and d2 (2) */
+      load_afrags(kf, sv EMU_ARG); /* now V's fragments: dP^T = V dO^T */
+      MMA_UNROLL
+      for (int qb = 0; qb < NBQ; qb++) {
+        const int c = qb * 8 + 2 * t;
+        const float4 dpt = qk_block(qb, kf, sdo EMU_ARG);
+        const float4 ds =
+            pt[qb] * (dpt - (float4)(sdelta[c], sdelta[c + 1], sdelta[c], sdelta[c + 1]));
+        if (mixed) {
+          const long pqa = sqpos[c], pqb = sqpos[c + 1];
+          const int4 in = (int4)(rr_inside(pqa, pk0, A), rr_inside(pqb, pk0, A),
+                                 rr_inside(pqa, pk1, A), rr_inside(pqb, pk1, A));
+          pt[qb] = select((float4)(0.0f), ds, in != 0);
+          d2[qb] = select(ds, (float4)(0.0f), in != 0);
+        } else {
+          pt[qb] = d2[qb] = ds;
+        }
+      }
+      /* dK1 += dS1^T Q1, dK2 += dS2^T Q2 */
+      MMA_UNROLL
+      for (int kk = 0; kk < BM / 16; kk++) {
+        if (!(cls & RR_OUT)) mma_rows(ak1, afrag(pt[2 * kk], pt[2 * kk + 1]), sq1, kk EMU_ARG);
+        if (!(cls & RR_IN)) mma_rows(ak2, afrag(d2[2 * kk], d2[2 * kk + 1]), sq2, kk EMU_ARG);
+      }
+      m0 = rr_next_qtile(m0 + BM, klo, khi, qpos, vqp, z, A);
+    }
+  }
+
+#if ROTARY
+  /* dk = R(p_j)^T dk1 + dk2 */
+  rope_frag_inverse(ak1, (float)pk0, (float)pk1, A);
+  MMA_UNROLL
+  for (int db = 0; db < DB; db++) ak1[db] += ak2[db];
+  store_frags(dk1, vdk1, z, hk, j_a, A.Nk, ak1, A.scale, A.scale);
+#else
+  store_frags(dk1, vdk1, z, hk, j_a, A.Nk, ak1, A.scale, A.scale);
+  store_frags(dk2, vdk2, z, hk, j_a, A.Nk, ak2, A.scale, A.scale);
+#endif
+  store_frags(dv, vdv, z, hk, j_a, A.Nk, av, 1.0f, 1.0f);
+}
+
+#endif /* RR_MMA */
