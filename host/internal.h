@@ -74,6 +74,7 @@ typedef struct clattn_tuning {
   int decode_kstage_quant; /* the same for int4 / fp8 K (their rows are read word by word) */
   int decode_mma;         /* the tensor-core form where the profile and shape allow */
   int decode_mma_splits_per_cu; /* its split target */
+  int decode_mma_min_keys; /* its fewest keys per split (0: decode_min_keys_per_split) */
   int decode_mma_blocks;  /* its 16-key blocks in flight per warp (0: by K/V format) */
   /* merge */
   int merge_wg;

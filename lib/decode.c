@@ -257,7 +257,8 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
   } else {
     int64_t target = (int64_t)ctx->profile.compute_units * per_cu;
     int64_t s = div_up(target, groups > 0 ? groups : 1);
-    int64_t by_len = div_up(pl->kv_cap, t->decode_min_keys_per_split);
+    const int min_keys = pl->mma && t->decode_mma_min_keys ? t->decode_mma_min_keys : t->decode_min_keys_per_split;
+    int64_t by_len = div_up(pl->kv_cap, min_keys > 0 ? min_keys : 1);
     if (s > by_len) s = by_len;
     if (s > t->decode_max_splits) s = t->decode_max_splits;
     if (s < 1) s = 1;
