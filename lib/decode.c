@@ -254,6 +254,8 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
   if (p->num_splits > 0) {
     pl->S = p->num_splits;
     pl->chunk = (int)div_up(pl->kv_cap > 0 ? pl->kv_cap : 1, pl->S);
+    /* the tensor-core form's 16-key blocks never straddle two splits' (or pages') keys */
+    if (pl->mma) pl->chunk = (int)(div_up(pl->chunk, 16) * 16);
   } else {
     int64_t target = (int64_t)ctx->profile.compute_units * per_cu;
     int64_t s = div_up(target, groups > 0 ? groups : 1);
