@@ -20,8 +20,12 @@
  *              from lanes.clh) instead of a work-item per key;
  *   KSTAGE     the K tile copied to local memory first, with coalesced loads;
  *   KV_Q       int4 / fp8 rows read packed: the affine map of a row's values
- *              is folded into the dot products and accumulators.
- * On the H200 the plain form was fastest (tools/PERF.md).
+ *              is folded into the dot products and accumulators;
+ *   MMA        the tensor-core form (decode_mma.clh, same arguments): warps of
+ *              mma.sync products straight from global K/V; f16/bf16 q with
+ *              K/V of that dtype, int4 (one group) or fp8, D % 64 == 0.
+ * On the H200 the tensor-core form is used where it applies, the plain form
+ * elsewhere (tools/PERF.md).
  *
  * With SPLIT the group writes a normalised partial (o, lse) in f32 that the
  * merge kernel (merge.cl) reduces; otherwise it writes o (and lse) directly.
@@ -193,6 +197,31 @@ static inline int ord_of(float f) {
 }
 static inline float float_of_ord(int i) { return as_float(i >= 0 ? i : i ^ 0x7fffffff); }
 
+/* The queries and keys of sequence b: mq queries from packed row q0 (varlen)
+ * or its own rows (q_base: the offset of its first query row), n keys, its
+ * kv_len clamped to the cache (a longer one raises the error flag once). */
+typedef struct dseq {
+  int mq, q0, n;
+  long q_base;
+} dseq;
+static inline dseq decode_seq(int b, int Mq, long sqb, long sqm, __global const int *q_start,
+                              __global const int *kv_len, int kv_cap, __global int *err_flag,
+                              bool report) {
+  dseq d;
+  d.mq = Mq;
+  d.q0 = 0;
+  d.q_base = b * sqb;
+#if VARLEN
+  d.q0 = q_start[b];
+  d.mq = q_start[b + 1] - d.q0;
+  d.q_base = d.q0 * sqm;
+#endif
+  d.n = kv_len ? kv_len[b] : kv_cap;
+  if (d.n > kv_cap && report) *err_flag = 1;
+  d.n = clamp(d.n, 0, kv_cap);
+  return d;
+}
+
 /* Writes a block's rows from local memory: o = acc / l (0 where l is 0; NaN
  * inputs stay NaN) and lse = (m + log2 l) ln 2 (-inf where l is 0), m in log2
  * units. Row r of the block is query (r0 + r) / G of head hk * G + (r0 + r) % G;
@@ -244,19 +273,12 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
   const int b = get_group_id(2);
   const int G = Hq / Hkv;
 
-  int mq_count = Mq;
-  long q_base = b * sqb; /* row mq of this sequence is at q_base + mq * sqm */
-#if VARLEN
-  const int qs = q_start[b];
-  mq_count = q_start[b + 1] - qs;
-  q_base = qs * sqm;
-#endif
+  const dseq sq = decode_seq(b, Mq, sqb, sqm, q_start, kv_len, kv_cap, err_flag,
+                             tid == 0 && split == 0 && r0 == 0 && hk == 0);
+  const int mq_count = sq.mq, n = sq.n;
+  const long q_base = sq.q_base; /* row mq of this sequence is at q_base + mq * sqm */
   const int rows = G * mq_count;
   if (r0 >= rows) return; /* uniform over the group */
-
-  int n = kv_len ? kv_len[b] : kv_cap;
-  if (n > kv_cap && tid == 0 && split == 0 && r0 == 0 && hk == 0) *err_flag = 1;
-  n = clamp(n, 0, kv_cap);
   const int lo = split * chunk;
   int hi = min(lo + chunk, n);
 
@@ -397,7 +419,6 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
 #if KSTAGE && KV_Q
     /* 0. the tile's quantized K rows into local memory, word by word:
      * consecutive work-items read consecutive words of a row (coalesced) */
-#pragma unroll
     for (int i = tid; i < WG * KQ_X; i += WG) {
       const int jj = i / KQ_X, w = i % KQ_X, jk = t0 + jj;
       uint val = 0u;
@@ -575,7 +596,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
 
   /* Output rows: packed (varlen, direct) or [b, mq, h] (also the partials' layout). */
 #if VARLEN && !SPLIT
-  const long ob = 0, om0 = qs;
+  const long ob = 0, om0 = sq.q0;
 #else
   const long ob = b, om0 = 0;
 #endif
