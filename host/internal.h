@@ -76,7 +76,6 @@ typedef struct clattn_tuning {
   int decode_mma_splits_per_cu; /* its split target */
   int decode_mma_min_keys; /* its fewest keys per split (0: decode_min_keys_per_split) */
   int decode_mma_blocks;  /* its 16-key blocks in flight per warp (0: by K/V format) */
-  int decode_mma_stage;   /* its int4 rows copied whole to local memory first */
   /* merge */
   int merge_wg;
   /* rerope (forward / backward) */

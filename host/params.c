@@ -55,7 +55,7 @@ static const struct {
     FIELD(decode_wg),      FIELD(decode_splits_per_cu), FIELD(decode_min_keys_per_split),
     FIELD(decode_max_splits), FIELD(decode_lane_keys), FIELD(decode_kstage), FIELD(decode_kstage_quant),
     FIELD(decode_mma), FIELD(decode_mma_splits_per_cu), FIELD(decode_mma_min_keys),
-    FIELD(decode_mma_blocks), FIELD(decode_mma_stage), FIELD(merge_wg),
+    FIELD(decode_mma_blocks), FIELD(merge_wg),
     FIELD(rerope_block_m), FIELD(rerope_block_n), FIELD(rerope_wg),
     FIELD(rerope_use_mma), FIELD(quant_wg),
 };

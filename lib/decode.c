@@ -17,7 +17,6 @@ typedef struct plan {
   bool paged, varlen, causal, bias, aligned, lane_keys, kstage;
   bool mma, emulate; /* the tensor-core form (cl/decode_mma.clh); its PTX emulated (tests) */
   int nblk;          /* its 16-key blocks per warp in flight */
-  bool qstage;       /* its int4 rows staged whole in local memory */
   clattn_dtype qdt, kvdt, odt;
   size_t part_o_elems, lse_offset_bytes, ws_bytes;
 } plan;
@@ -243,7 +242,6 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
     pl->mma = true;
     /* 16-key blocks in flight per warp: enough bytes to cover the latency */
     pl->nblk = t->decode_mma_blocks ? t->decode_mma_blocks : pl->kv_q == 2 ? 2 : 1;
-    pl->qstage = pl->kv_q == 1 && t->decode_mma_stage;
     pl->emulate = !ptx;
     pl->lane_keys = pl->kstage = false;
     pl->RB = pl->rows <= 8 ? 8 : 16;
@@ -284,11 +282,11 @@ static void decode_options(const plan *pl, bool split, char *buf, size_t size) {
   snprintf(buf, size,
            "-DQ_DT=%s -DKV_DT=%s -DO_DT=%s -DD=%d -DWG=%d -DRB=%d -DKV_Q=%d -DKV_GROUPS=%d "
            "-DFP8_FNUZ=%d -DALIGNED=%d -DPAGED=%d -DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DSPLIT=%d "
-           "-DLANE_KEYS=%d -DKSTAGE=%d -DMMA=%d -DNBLK=%d -DQSTAGE=%d%s%s",
+           "-DLANE_KEYS=%d -DKSTAGE=%d -DMMA=%d -DNBLK=%d%s%s",
            clattn_dtype_cl(pl->qdt), clattn_dtype_cl(pl->kv_q ? CLATTN_F32 : pl->kvdt),
            clattn_dtype_cl(pl->odt), pl->D, pl->WG, pl->RB, pl->kv_q, pl->kv_groups, pl->fnuz,
            pl->aligned, pl->paged, pl->varlen, pl->causal, pl->bias, split, pl->lane_keys, pl->kstage,
-           pl->mma, pl->nblk > 0 ? pl->nblk : 1, pl->qstage, pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
+           pl->mma, pl->nblk > 0 ? pl->nblk : 1, pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
 }
 
 clattn_status clattn_decode_workspace_size(clattn_context *ctx, const clattn_decode_params *params,
@@ -525,7 +523,6 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.kv_q = q == 1 ? 1 : 2;
     pl.fnuz = q == 3;
     pl.nblk = q == 1 ? 1 : 2;
-    pl.qstage = q == 1;
     pl.paged = pl.causal = q == 2;
     pl.page_size = pl.paged ? 16 : 0;
     pl.bias = q == 3;

@@ -211,13 +211,9 @@ static void test_mma(void) {
   run_qcase(&c);
   c.kvdt = CLATTN_INT4;
   run_qcase(&c);
-  /* int4 rows staged whole in local memory first */
-  fx.ctx->tuning.decode_mma_stage = 1;
-  run_qcase(&c);
   c.page_size = 1; /* a block over many pages */
   c.D = 64;
   run_qcase(&c);
-  fx.ctx->tuning.decode_mma_stage = 0;
   c.page_size = 16;
   c.D = 0;
   c.kvdt = CLATTN_FP8_FNUZ;
