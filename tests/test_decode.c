@@ -545,6 +545,9 @@ static void test_mma(void) {
   c.Hq = c.Hkv = 3; /* MHA: one row per block */
   c.Nkv = 20;
   run_case(&c);
+  c = mma_base(CLATTN_BF16, 192); /* units of a row not a power of two */
+  c.Nkv = 40;
+  run_case(&c);
 
   /* 16 rows (G = 16), 32 rows (two blocks), causal Mq 2 and 4 */
   c = mma_base(CLATTN_F16, 64);

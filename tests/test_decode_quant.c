@@ -215,6 +215,10 @@ static void test_mma(void) {
   c.D = 64;
   run_qcase(&c);
   c.page_size = 16;
+  c.D = 192; /* 8-byte fp8 V units, three per row */
+  c.kvdt = CLATTN_FP8;
+  run_qcase(&c);
+  c.D = 0;
   c.D = 0;
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 0;
