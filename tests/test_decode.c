@@ -549,16 +549,19 @@ static void test_mma(void) {
   c.Nkv = 40;
   run_case(&c);
 
-  /* 16 rows (G = 16), 32 rows (two blocks), causal Mq 2 and 4 */
+  /* 16 rows (G = 16), 32 rows (two blocks), 12 rows, causal Mq 2 and 4 */
   c = mma_base(CLATTN_F16, 64);
   c.Hq = 16;
   c.Hkv = 1;
   c.bias = 1;
   run_case(&c);
   c.Hq = 32;
-  c.Hkv = 2;
+  c.Hkv = 1; /* G = 32: two blocks of 16 rows */
   c.bias = 0;
   c.Nkv = 50;
+  run_case(&c);
+  c.Hq = 24;
+  c.Hkv = 2; /* G = 12: one block of 16, 4 rows idle */
   run_case(&c);
   c = mma_base(CLATTN_BF16, 64);
   c.Mq = 2;
