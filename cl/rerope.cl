@@ -49,13 +49,7 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
   for (int x = lid; x < BM; x += WG)
     tqpos[x] = (m0 + x < A.Nq) ? qpos_at(qpos, vqp, z, m0 + x, A) : 0;
   barrier(CLK_LOCAL_MEM_FENCE);
-#if ROTARY
-  stage_rope(q1, vq1, z, h, m0, A.Nq, BM, tq1, tqpos, 0, A);
-  stage_rope(q1, vq1, z, h, m0, A.Nq, BM, tq2, NULL, A.window, A);
-#else
-  stage_raw(q1, vq1, z, h, m0, A.Nq, BM, tq1);
-  stage_raw(q2, vq2, z, h, m0, A.Nq, BM, tq2);
-#endif
+  stage_q_pair(q1, vq1, q2, vq2, z, h, m0, BM, tq1, tq2, tqpos, 0, A);
   long qlo, qhi;
   qpos_range(qpos, vqp, z, m0, m_end, A, &qlo, &qhi);
   /* Default positions: causal rows see keys j <= qhi only. */
@@ -76,13 +70,7 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
       tkpos[x] = (n0 + x < A.Nk) ? kpos_at(kpos, vkp, z, n0 + x) : 0;
     barrier(CLK_LOCAL_MEM_FENCE);
     /* only the side(s) of the band this tile touches */
-#if ROTARY
-    if (!(cls & RR_OUT)) stage_rope(k1, vk1, z, hk, n0, A.Nk, BN, tk1, tkpos, 0, A);
-    if (!(cls & RR_IN)) stage_raw(k1, vk1, z, hk, n0, A.Nk, BN, tk2); /* k2 = k */
-#else
-    if (!(cls & RR_OUT)) stage_raw(k1, vk1, z, hk, n0, A.Nk, BN, tk1);
-    if (!(cls & RR_IN)) stage_raw(k2, vk2, z, hk, n0, A.Nk, BN, tk2);
-#endif
+    stage_k_pair(k1, vk1, k2, vk2, z, hk, n0, BN, tk1, tk2, tkpos, cls, A);
     stage_raw(v, vv, z, hk, n0, A.Nk, BN, tv);
     barrier(CLK_LOCAL_MEM_FENCE);
 

@@ -74,13 +74,7 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
 
   for (int x = lid; x < BN; x += WG) tkpos[x] = (n0 + x < A.Nk) ? kpos_at(kpos, vkp, z, n0 + x) : 0;
   barrier(CLK_LOCAL_MEM_FENCE);
-#if ROTARY
-  stage_rope(k1, vk1, z, hk, n0, A.Nk, BN, tk1, tkpos, 0, A);
-  stage_raw(k1, vk1, z, hk, n0, A.Nk, BN, tk2);
-#else
-  stage_raw(k1, vk1, z, hk, n0, A.Nk, BN, tk1);
-  stage_raw(k2, vk2, z, hk, n0, A.Nk, BN, tk2);
-#endif
+  stage_k_pair(k1, vk1, k2, vk2, z, hk, n0, BN, tk1, tk2, tkpos, 0, A);
   stage_raw(v, vv, z, hk, n0, A.Nk, BN, tv);
   long klo, khi;
   kpos_range(kpos, vkp, z, n0, n1, &klo, &khi);
@@ -107,13 +101,7 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
         tdelta[x] = in ? delta[vdl.off + z * vdl.z + h * vdl.h + (m0 + x) * vdl.n] : 0.0f;
       }
       barrier(CLK_LOCAL_MEM_FENCE);
-#if ROTARY
-      if (!(cls & RR_OUT)) stage_rope(q1, vq1, z, h, m0, A.Nq, BM, tq1, tqpos, 0, A);
-      if (!(cls & RR_IN)) stage_rope(q1, vq1, z, h, m0, A.Nq, BM, tq2, NULL, A.window, A);
-#else
-      if (!(cls & RR_OUT)) stage_raw(q1, vq1, z, h, m0, A.Nq, BM, tq1);
-      if (!(cls & RR_IN)) stage_raw(q2, vq2, z, h, m0, A.Nq, BM, tq2);
-#endif
+      stage_q_pair(q1, vq1, q2, vq2, z, h, m0, BM, tq1, tq2, tqpos, cls, A);
       stage_raw(dout, vdo, z, h, m0, A.Nq, BM, tdo);
       barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -209,13 +197,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
     tdelta[x] = in ? delta[vdl.off + z * vdl.z + h * vdl.h + (m0 + x) * vdl.n] : 0.0f;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-#if ROTARY
-  stage_rope(q1, vq1, z, h, m0, A.Nq, BM, tq1, tqpos, 0, A);
-  stage_rope(q1, vq1, z, h, m0, A.Nq, BM, tq2, NULL, A.window, A);
-#else
-  stage_raw(q1, vq1, z, h, m0, A.Nq, BM, tq1);
-  stage_raw(q2, vq2, z, h, m0, A.Nq, BM, tq2);
-#endif
+  stage_q_pair(q1, vq1, q2, vq2, z, h, m0, BM, tq1, tq2, tqpos, 0, A);
   stage_raw(dout, vdo, z, h, m0, A.Nq, BM, tdo);
   long qlo, qhi;
   qpos_range(qpos, vqp, z, m0, m1, A, &qlo, &qhi);
@@ -234,13 +216,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
     for (int x = lid; x < BN; x += WG)
       tkpos[x] = (n0 + x < A.Nk) ? kpos_at(kpos, vkp, z, n0 + x) : 0;
     barrier(CLK_LOCAL_MEM_FENCE);
-#if ROTARY
-    if (!(cls & RR_OUT)) stage_rope(k1, vk1, z, hk, n0, A.Nk, BN, tk1, tkpos, 0, A);
-    if (!(cls & RR_IN)) stage_raw(k1, vk1, z, hk, n0, A.Nk, BN, tk2);
-#else
-    if (!(cls & RR_OUT)) stage_raw(k1, vk1, z, hk, n0, A.Nk, BN, tk1);
-    if (!(cls & RR_IN)) stage_raw(k2, vk2, z, hk, n0, A.Nk, BN, tk2);
-#endif
+    stage_k_pair(k1, vk1, k2, vk2, z, hk, n0, BN, tk1, tk2, tkpos, cls, A);
     stage_raw(v, vv, z, hk, n0, A.Nk, BN, tv);
     barrier(CLK_LOCAL_MEM_FENCE);
 
