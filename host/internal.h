@@ -283,6 +283,17 @@ clattn_status clattn_rr_check_like(const clattn_tensor *t, const char *name,
 clattn_status clattn_rr_problem_init(clattn_rr_problem *p, const clattn_tensor *q,
                                      const char *qname, const clattn_tensor *k,
                                      const char *kname, int window, float scale, int causal);
+/* The inputs of every ReRoPE operation, checked, and the problem they pose:
+ * q (named qname) and k as clattn_rr_problem_init takes them, v like k, o like
+ * q, and for the explicit form q2 like q and k2 like k (NULL on the fly). */
+clattn_status clattn_rr_inputs_init(clattn_rr_problem *p, const clattn_tensor *q,
+                                    const char *qname, const clattn_tensor *q2,
+                                    const clattn_tensor *k, const char *kname,
+                                    const clattn_tensor *k2, const clattn_tensor *v,
+                                    const clattn_tensor *o, int window, float scale, int causal);
+/* lse (named `name`) is [Z, Hq, Nq] f32 like q's first three axes. */
+clattn_status clattn_rr_check_lse(const clattn_tensor *lse, const char *name,
+                                  const clattn_tensor *q, const char *qname);
 /* Rotary settings and positions ([N] or [Z, N] i32, absent allowed). */
 clattn_status clattn_rr_rotary_init(clattn_rr_problem *p, const clattn_tensor *q_pos,
                                     const clattn_tensor *k_pos, float theta, int layout);

@@ -104,6 +104,29 @@ static clattn_status check_pos(const clattn_tensor *t, const char *name, const c
   return clattn_check_dim(t, name, nd - 1, n, n_what);
 }
 
+clattn_status clattn_rr_inputs_init(clattn_rr_problem *p, const clattn_tensor *q,
+                                    const char *qname, const clattn_tensor *q2,
+                                    const clattn_tensor *k, const char *kname,
+                                    const clattn_tensor *k2, const clattn_tensor *v,
+                                    const clattn_tensor *o, int window, float scale, int causal) {
+  CLATTN_TRY(clattn_rr_problem_init(p, q, qname, k, kname, window, scale, causal));
+  if (q2) CLATTN_TRY(clattn_rr_check_like(q2, "q2", q, qname, 0xfu));
+  if (k2) CLATTN_TRY(clattn_rr_check_like(k2, "k2", k, kname, 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(v, "v", k, kname, 0xfu));
+  return clattn_rr_check_like(o, "o", q, qname, 0xfu);
+}
+
+clattn_status clattn_rr_check_lse(const clattn_tensor *lse, const char *name,
+                                  const clattn_tensor *q, const char *qname) {
+  CLATTN_TRY(clattn_check_tensor(lse, name, 3, CLATTN_DT(CLATTN_F32)));
+  char what[32];
+  for (int i = 0; i < 3; i++) {
+    snprintf(what, sizeof what, "%s.shape[%d]", qname, i);
+    CLATTN_TRY(clattn_check_dim(lse, name, i, q->shape[i], what));
+  }
+  return CLATTN_SUCCESS;
+}
+
 clattn_status clattn_rr_rotary_init(clattn_rr_problem *p, const clattn_tensor *q_pos,
                                     const clattn_tensor *k_pos, float theta, int layout) {
   if (theta == 0.0f) theta = 10000.0f;
@@ -288,17 +311,10 @@ clattn_status clattn_rerope_fwd(clattn_context *ctx, cl_command_queue queue,
   CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
   const clattn_rerope_params *p = params;
   clattn_rr_problem pr;
-  CLATTN_TRY(
-      clattn_rr_problem_init(&pr, &p->q1, "q1", &p->k1, "k1", p->window, p->scale, p->causal));
-  CLATTN_TRY(clattn_rr_check_like(&p->q2, "q2", &p->q1, "q1", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(&p->k2, "k2", &p->k1, "k1", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(&p->v, "v", &p->k1, "k1", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(&p->o, "o", &p->q1, "q1", 0xfu));
-  if (clattn_present(&p->maybe_lse)) {
-    CLATTN_TRY(clattn_check_tensor(&p->maybe_lse, "maybe_lse", 3, CLATTN_DT(CLATTN_F32)));
-    for (int i = 0; i < 3; i++)
-      CLATTN_TRY(clattn_check_dim(&p->maybe_lse, "maybe_lse", i, p->q1.shape[i], "q1.shape[0..2]"));
-  }
+  CLATTN_TRY(clattn_rr_inputs_init(&pr, &p->q1, "q1", &p->q2, &p->k1, "k1", &p->k2, &p->v, &p->o,
+                                    p->window, p->scale, p->causal));
+  if (clattn_present(&p->maybe_lse))
+    CLATTN_TRY(clattn_rr_check_lse(&p->maybe_lse, "maybe_lse", &p->q1, "q1"));
   return launch_fwd(ctx, queue, &pr, &p->q1, &p->q2, &p->k1, &p->k2, &p->v, &p->o, &p->maybe_lse,
                     num_wait, wait_list, event);
 }
@@ -310,14 +326,10 @@ clattn_status clattn_rerope_rotary_fwd(clattn_context *ctx, cl_command_queue que
   CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
   const clattn_rerope_rotary_params *p = params;
   clattn_rr_problem pr;
-  CLATTN_TRY(clattn_rr_problem_init(&pr, &p->q, "q", &p->k, "k", p->window, p->scale, p->causal));
-  CLATTN_TRY(clattn_rr_check_like(&p->v, "v", &p->k, "k", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(&p->o, "o", &p->q, "q", 0xfu));
-  if (clattn_present(&p->maybe_lse)) {
-    CLATTN_TRY(clattn_check_tensor(&p->maybe_lse, "maybe_lse", 3, CLATTN_DT(CLATTN_F32)));
-    for (int i = 0; i < 3; i++)
-      CLATTN_TRY(clattn_check_dim(&p->maybe_lse, "maybe_lse", i, p->q.shape[i], "q.shape[0..2]"));
-  }
+  CLATTN_TRY(clattn_rr_inputs_init(&pr, &p->q, "q", NULL, &p->k, "k", NULL, &p->v, &p->o,
+                                    p->window, p->scale, p->causal));
+  if (clattn_present(&p->maybe_lse))
+    CLATTN_TRY(clattn_rr_check_lse(&p->maybe_lse, "maybe_lse", &p->q, "q"));
   CLATTN_TRY(
       clattn_rr_rotary_init(&pr, &p->maybe_q_pos, &p->maybe_k_pos, p->rope_theta, p->rope_layout));
   /* The kernel reads raw q (and k) through its q1 (k1) argument. */

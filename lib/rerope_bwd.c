@@ -17,17 +17,6 @@ typedef struct bwd_tensors {
   const clattn_tensor *dq1, *dq2, *dk1, *dk2, *dv, *ws;
 } bwd_tensors;
 
-static clattn_status check_lse(const clattn_tensor *lse, const clattn_tensor *q,
-                               const char *qname) {
-  CLATTN_TRY(clattn_check_tensor(lse, "lse", 3, CLATTN_DT(CLATTN_F32)));
-  char what[32];
-  for (int i = 0; i < 3; i++) {
-    snprintf(what, sizeof what, "%s.shape[%d]", qname, i);
-    CLATTN_TRY(clattn_check_dim(lse, "lse", i, q->shape[i], what));
-  }
-  return CLATTN_SUCCESS;
-}
-
 static clattn_status check_workspace(const clattn_tensor *ws, const clattn_rr_problem *p) {
   if (!clattn_present(ws)) return CLATTN_SUCCESS;
   CLATTN_TRY(clattn_check_tensor(ws, "maybe_workspace", 1, CLATTN_DT(CLATTN_F32)));
@@ -134,13 +123,9 @@ clattn_status clattn_rerope_bwd(clattn_context *ctx, cl_command_queue queue,
   CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
   const clattn_rerope_bwd_params *p = params;
   clattn_rr_problem pr;
-  CLATTN_TRY(
-      clattn_rr_problem_init(&pr, &p->q1, "q1", &p->k1, "k1", p->window, p->scale, p->causal));
-  CLATTN_TRY(clattn_rr_check_like(&p->q2, "q2", &p->q1, "q1", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(&p->k2, "k2", &p->k1, "k1", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(&p->v, "v", &p->k1, "k1", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(&p->o, "o", &p->q1, "q1", 0xfu));
-  CLATTN_TRY(check_lse(&p->lse, &p->q1, "q1"));
+  CLATTN_TRY(clattn_rr_inputs_init(&pr, &p->q1, "q1", &p->q2, &p->k1, "k1", &p->k2, &p->v, &p->o,
+                                    p->window, p->scale, p->causal));
+  CLATTN_TRY(clattn_rr_check_lse(&p->lse, "lse", &p->q1, "q1"));
   CLATTN_TRY(clattn_rr_check_like(&p->dout, "dout", &p->q1, "q1", 0xfu));
   CLATTN_TRY(clattn_rr_check_like(&p->dq1, "dq1", &p->q1, "q1", 0xfu));
   CLATTN_TRY(clattn_rr_check_like(&p->dq2, "dq2", &p->q1, "q1", 0xfu));
@@ -161,10 +146,9 @@ clattn_status clattn_rerope_rotary_bwd(clattn_context *ctx, cl_command_queue que
   CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
   const clattn_rerope_rotary_bwd_params *p = params;
   clattn_rr_problem pr;
-  CLATTN_TRY(clattn_rr_problem_init(&pr, &p->q, "q", &p->k, "k", p->window, p->scale, p->causal));
-  CLATTN_TRY(clattn_rr_check_like(&p->v, "v", &p->k, "k", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(&p->o, "o", &p->q, "q", 0xfu));
-  CLATTN_TRY(check_lse(&p->lse, &p->q, "q"));
+  CLATTN_TRY(clattn_rr_inputs_init(&pr, &p->q, "q", NULL, &p->k, "k", NULL, &p->v, &p->o,
+                                    p->window, p->scale, p->causal));
+  CLATTN_TRY(clattn_rr_check_lse(&p->lse, "lse", &p->q, "q"));
   CLATTN_TRY(clattn_rr_check_like(&p->dout, "dout", &p->q, "q", 0xfu));
   CLATTN_TRY(clattn_rr_check_like(&p->dq, "dq", &p->q, "q", 0xfu));
   CLATTN_TRY(clattn_rr_check_like(&p->dk, "dk", &p->k, "k", 0xfu));
