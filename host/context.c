@@ -160,23 +160,25 @@ void clattn_log(const clattn_context *ctx, clattn_log_level level, const char *f
   ctx->opts.log(ctx->opts.log_priv, level, msg);
 }
 
-void clattn_feature_options(const clattn_context *ctx, char *buf, size_t size) {
-  /* CLATTN_PORTABLE=1 in the environment forces the portable twins (tests use it). */
+/* The vendor fast paths are on: CLATTN_PORTABLE=1 in the environment forces
+ * the portable twins (tests use it). */
+static bool fast_paths(void) {
   const char *portable = getenv("CLATTN_PORTABLE");
-  bool fast = !(portable && portable[0] == '1');
+  return !(portable && portable[0] == '1');
+}
+
+void clattn_feature_options(const clattn_context *ctx, char *buf, size_t size) {
   /* NVIDIA compute capability from the arch key "nvidia-smXY" (0 elsewhere) */
   unsigned sm = 0;
   if (sscanf(ctx->profile.arch, "nvidia-sm%u", &sm) != 1) sm = 0;
   snprintf(buf, size,
            " -DCLATTN_NV_PTX=%d -DCLATTN_NV_SM=%u -DCLATTN_AMD=%d -DCLATTN_SIMD=%u -DCLATTN_FP64=%d",
-           fast && ctx->profile.has_nv_ptx, sm, fast && ctx->profile.has_amd_builtins,
+           clattn_nv_ptx_active(ctx), sm, fast_paths() && ctx->profile.has_amd_builtins,
            ctx->profile.simd_width, ctx->profile.has_fp64);
 }
 
 bool clattn_nv_ptx_active(const clattn_context *ctx) {
-  char feat[256];
-  clattn_feature_options(ctx, feat, sizeof feat);
-  return strstr(feat, "CLATTN_NV_PTX=1") != NULL;
+  return fast_paths() && ctx->profile.has_nv_ptx;
 }
 
 static atomic_int forced_path; /* clattn_force_path */

@@ -227,9 +227,10 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
   const bool want = pl->kv_q ? t->decode_kstage_quant : (t->decode_kstage && pl->aligned);
   pl->kstage = want && !pl->lane_keys && kstage_bytes + other_bytes <= ctx->profile.local_mem_bytes;
 
-  /* The tensor-core form where it applies: f16/bf16 q and K/V of one dtype,
-   * 16-byte aligned rows, D a multiple of 64; its PTX is real on NVIDIA and
-   * emulated where a test forces it elsewhere. Blocks of 8 or 16 rows. */
+  /* The tensor-core form where it applies (D a multiple of 64, and f16/bf16 q
+   * with 16-byte aligned K/V rows of its dtype, or f16 q with quantized rows);
+   * its PTX is real on NVIDIA and emulated where a test forces it elsewhere.
+   * Blocks of 8 or 16 rows. */
   const int forced = clattn_forced_path();
   const bool ptx = clattn_nv_ptx_active(ctx);
   const bool mma_float = pl->kv_q == 0 && pl->qdt == pl->kvdt && pl->kvdt != CLATTN_F32 && pl->aligned;
