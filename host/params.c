@@ -19,8 +19,9 @@ typedef struct row {
   .decode_wg = (wg), .decode_splits_per_cu = (per_cu), .decode_min_keys_per_split = (min_keys), \
   .decode_max_splits = (max_splits), .decode_lane_keys = (lane_keys), .decode_kstage = (kstage), \
   .decode_kstage_quant = (kstage_quant)
-#define DECODE_MMA(use, per_cu, min_keys) \
-  .decode_mma = (use), .decode_mma_splits_per_cu = (per_cu), .decode_mma_min_keys = (min_keys)
+#define DECODE_MMA(use, per_cu, min_keys, stages)                                            \
+  .decode_mma = (use), .decode_mma_splits_per_cu = (per_cu), .decode_mma_min_keys = (min_keys), \
+  .decode_mma_stages = (stages)
 #define RROPE(bm, bn, wg, mma) .rerope_block_m = (bm), .rerope_block_n = (bn), .rerope_wg = (wg), .rerope_use_mma = (mma)
 #define OTHERS(merge, quant) .merge_wg = (merge), .quant_wg = (quant)
 
@@ -31,8 +32,8 @@ static const row table[] = {
      * the portable form keeps 2 per SM and a work-item per key (it beat 16
      * lanes per key, 2.9 against 1.9 TB/s, and staged K tiles, 2.3 TB/s).
      * ReRoPE forward key tiles of 32: 5.27 against 5.75 ms for 64. */
-    {"nvidia-sm9", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4, 1024), RROPE(64, 32, 128, 1), OTHERS(128, 256)}},
-    {"nvidia-sm8", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4, 1024), RROPE(64, 32, 128, 1), OTHERS(128, 256)}},
+    {"nvidia-sm9", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4, 1024, 4), RROPE(64, 32, 128, 1), OTHERS(128, 256)}},
+    {"nvidia-sm8", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4, 1024, 4), RROPE(64, 32, 128, 1), OTHERS(128, 256)}},
     {"nvidia", {DECODE(128, 2, 256, 128, 0, 0, 0), RROPE(32, 32, 128, 0), OTHERS(128, 256)}},
     /* CDNA (wave64) and RDNA (wave32): unmeasured, NVIDIA's choices */
     {"amd-gfx9", {DECODE(256, 4, 256, 128, 0, 0, 0), RROPE(32, 32, 256, 0), OTHERS(256, 256)}},
@@ -55,7 +56,7 @@ static const struct {
     FIELD(decode_wg),      FIELD(decode_splits_per_cu), FIELD(decode_min_keys_per_split),
     FIELD(decode_max_splits), FIELD(decode_lane_keys), FIELD(decode_kstage), FIELD(decode_kstage_quant),
     FIELD(decode_mma), FIELD(decode_mma_splits_per_cu), FIELD(decode_mma_min_keys),
-    FIELD(decode_mma_blocks), FIELD(merge_wg),
+    FIELD(decode_mma_blocks), FIELD(decode_mma_stages), FIELD(merge_wg),
     FIELD(rerope_block_m), FIELD(rerope_block_n), FIELD(rerope_wg),
     FIELD(rerope_use_mma), FIELD(quant_wg),
 };

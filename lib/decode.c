@@ -17,6 +17,7 @@ typedef struct plan {
   bool paged, varlen, causal, bias, aligned, lane_keys, kstage;
   bool mma, emulate; /* the tensor-core form (cl/decode_mma.clh); its PTX emulated (tests) */
   int nblk;          /* its 16-key blocks per warp in flight */
+  int stages;        /* its ring of blocks per warp for quantized rows (0: none) */
   clattn_dtype qdt, kvdt, odt;
   size_t part_o_elems, lse_offset_bytes, ws_bytes;
 } plan;
@@ -34,6 +35,13 @@ static int64_t row_width(const plan *pl) {
   if (pl->kv_q == 1) return pl->kv_groups + pl->D / 8;
   if (pl->kv_q == 2) return pl->D / 4;
   return pl->D;
+}
+
+/* Bytes of t's buffer (0 if it cannot be asked). */
+static size_t buffer_bytes(const clattn_tensor *t) {
+  size_t n = 0;
+  if (!t->buf || clGetMemObjectInfo(t->buf, CL_MEM_SIZE, sizeof n, &n, NULL) != CL_SUCCESS) return 0;
+  return n;
 }
 
 /* Every row of t starts at a multiple of `bytes` (offset and outer strides). */
@@ -116,6 +124,34 @@ clattn_status clattn_decode_check_io(const clattn_decode_params *p, int B, int H
     return clattn_fail(CLATTN_INVALID_ARGUMENT, "scale (%g) must be finite and >= 0 (0: 1/sqrt(D))",
                        (double)p->scale);
   return CLATTN_SUCCESS;
+}
+
+/* Quantized rows through a ring of blocks in local memory (cl/decode_mma.clh,
+ * STAGES): as many blocks per warp as the tuning asks and the local memory
+ * holds, at least 2. Blocks must not straddle pages, and an int4 row is
+ * copied in aligned 16-byte chunks that may reach 12 bytes past it: its
+ * buffers must end on a 16-byte boundary. */
+static void plan_stages(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
+  pl->stages = 0;
+  if (!pl->kv_q || ctx->tuning.decode_mma_stages < 2) return;
+  if (pl->paged && pl->page_size % 16) return;
+  if (pl->kv_q == 1) {
+    const size_t kb = buffer_bytes(&p->k), vb = buffer_bytes(&p->v);
+    if (kb == 0 || kb % 16 || vb == 0 || vb % 16) return;
+  }
+  /* a block's row offsets are 32-bit byte counts in the kernel */
+  const clattn_tensor *ts[4] = {&p->k, &p->v, &p->maybe_k_scale_shift, &p->maybe_v_scale_shift};
+  for (int i = 0; i < (pl->kv_q == 2 ? 4 : 2); i++)
+    if (ts[i]->stride[1] >= ((int64_t)1 << 25)) return;
+  const size_t chunks = pl->kv_q == 1 ? (size_t)(4 * (pl->kv_groups + pl->D / 8) + 27) / 16 : (size_t)pl->D / 16;
+  const size_t slot = (2 * 16 * 4 * chunks + (pl->kv_q == 2 ? 32 : 0)) * 4, nw = (size_t)pl->WG / 32;
+  const size_t other = (size_t)pl->RB * pl->D * 4 + (3 * nw + 3) * pl->RB * 4 + (pl->emulate ? 64 * (size_t)pl->WG : 0) + 256;
+  int n = ctx->tuning.decode_mma_stages < 6 ? ctx->tuning.decode_mma_stages : 6;
+  while (n >= 2 && nw * n * slot + other > ctx->profile.local_mem_bytes) n--;
+  if (n >= 2) {
+    pl->stages = n;
+    pl->nblk = 1;
+  }
 }
 
 static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
@@ -247,6 +283,7 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
     pl->lane_keys = pl->kstage = false;
     pl->RB = pl->rows <= 8 ? 8 : 16;
     pl->nrb = (int)div_up(pl->rows > 0 ? pl->rows : 1, pl->RB);
+    plan_stages(ctx, p, pl);
   }
 
   /* split count: fill the compute units unless fixed */
@@ -283,11 +320,11 @@ static void decode_options(const plan *pl, bool split, char *buf, size_t size) {
   snprintf(buf, size,
            "-DQ_DT=%s -DKV_DT=%s -DO_DT=%s -DD=%d -DWG=%d -DRB=%d -DKV_Q=%d -DKV_GROUPS=%d "
            "-DFP8_FNUZ=%d -DALIGNED=%d -DPAGED=%d -DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DSPLIT=%d "
-           "-DLANE_KEYS=%d -DKSTAGE=%d -DMMA=%d -DNBLK=%d%s%s",
+           "-DLANE_KEYS=%d -DKSTAGE=%d -DMMA=%d -DNBLK=%d -DSTAGES=%d%s%s",
            clattn_dtype_cl(pl->qdt), clattn_dtype_cl(pl->kv_q ? CLATTN_F32 : pl->kvdt),
            clattn_dtype_cl(pl->odt), pl->D, pl->WG, pl->RB, pl->kv_q, pl->kv_groups, pl->fnuz,
            pl->aligned, pl->paged, pl->varlen, pl->causal, pl->bias, split, pl->lane_keys, pl->kstage,
-           pl->mma, pl->nblk > 0 ? pl->nblk : 1, pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
+           pl->mma, pl->nblk > 0 ? pl->nblk : 1, pl->stages, pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
 }
 
 clattn_status clattn_decode_workspace_size(clattn_context *ctx, const clattn_decode_params *params,

@@ -19,6 +19,7 @@ typedef struct qcase {
   int kstage; /* K rows staged word by word in local memory */
   int mma;    /* the tensor-core form (forced; emulated off NVIDIA), with f16 q */
   int D;      /* head dim (0: 64) */
+  int stages; /* the tensor-core form's ring of staged blocks (0: rows straight from global) */
 } qcase;
 
 static void run_qcase(const qcase *c) {
@@ -28,10 +29,10 @@ static void run_qcase(const qcase *c) {
   const int fnuz = c->kvdt == CLATTN_FP8_FNUZ;
   const int X = fp8 ? D / 4 : c->groups + D / 8;
   char name[160];
-  CASE_NAME(name, "decode kv=%s%s%d D=%d page=%d Mq=%d%s%s split=%d lanes=%d kstage=%d mma=%d",
+  CASE_NAME(name, "decode kv=%s%s%d D=%d page=%d Mq=%d%s%s split=%d lanes=%d kstage=%d mma=%d stages=%d",
             clattn_dtype_name(c->kvdt), fp8 ? "" : " g", fp8 ? 0 : c->groups, D, c->page_size, Mq,
             c->causal ? " causal" : "", c->bias ? " bias" : "", c->splits, c->lane_keys, c->kstage,
-            c->mma);
+            c->mma, c->stages);
   const clattn_dtype qdt = c->mma ? CLATTN_F16 : CLATTN_F32;
 
   /* logical rows [B][N][Hkv] quantized on the host, and their dequantized values */
@@ -129,6 +130,7 @@ static void run_qcase(const qcase *c) {
   const clattn_tuning saved = fx.ctx->tuning;
   fx.ctx->tuning.decode_lane_keys = c->lane_keys;
   fx.ctx->tuning.decode_kstage_quant = c->kstage;
+  fx.ctx->tuning.decode_mma_stages = c->stages;
   clattn_force_path(c->mma ? 2 : 1);
   CHECK_OK(clattn_decode(fx.ctx, fx.queue, &p, 0, NULL, NULL));
   clattn_force_path(0);
@@ -196,10 +198,12 @@ static void test_kstage(void) {
 }
 
 /* The tensor-core form on int4 (one group) and fp8 rows: the codes become f16
- * operands, the rows' affine maps fold into scores and weights. */
-static void test_mma(void) {
-  qcase c = {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0};
-  run_qcase(&c);
+ * operands, the rows' affine maps fold into scores and weights. Rows come
+ * straight from global memory (stages 0) or through a ring of staged blocks
+ * (3: the slot index wraps unevenly); pages of 1 take the direct loads. */
+static void run_mma_cases(int stages) {
+  qcase c = {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, stages};
+  run_qcase(&c); /* D = 64, Hkv = 2: rows of 36 bytes, every 4-byte misalignment */
   c.page_size = 16;
   c.Mq = 2;
   c.causal = 1;
@@ -219,7 +223,6 @@ static void test_mma(void) {
   c.kvdt = CLATTN_FP8;
   run_qcase(&c);
   c.D = 0;
-  c.D = 0;
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 0;
   c.Mq = 1;
@@ -228,6 +231,8 @@ static void test_mma(void) {
   c.splits = 0;
   run_qcase(&c);
 }
+static void test_mma(void) { run_mma_cases(0); }
+static void test_mma_staged(void) { run_mma_cases(3); }
 
 void add_decode_quant_tests(CU_pSuite s) {
   CU_add_test(s, "quantized K/V: int4 g1 g2 g4 g8", test_int4);
@@ -235,4 +240,5 @@ void add_decode_quant_tests(CU_pSuite s) {
   CU_add_test(s, "quantized K/V: causal, bias, paged, lanes", test_features);
   CU_add_test(s, "quantized K/V: K rows staged in local memory", test_kstage);
   CU_add_test(s, "quantized K/V: tensor-core form (PTX emulated off NVIDIA)", test_mma);
+  CU_add_test(s, "quantized K/V: tensor-core form, rows staged through a ring", test_mma_staged);
 }
