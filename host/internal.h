@@ -76,8 +76,11 @@ typedef struct clattn_tuning {
   int decode_mma_splits_per_cu; /* its split target */
   int decode_mma_min_keys; /* its fewest keys per split (0: decode_min_keys_per_split) */
   int decode_mma_blocks;  /* its 16-key blocks in flight per warp (0: by K/V format) */
-  int decode_mma_stages;  /* quantized rows through a ring of this many blocks per warp in
-                             local memory (asynchronous copies; 0: straight from global) */
+  /* its quantized forms, per format: work-items per group (0: decode_wg), and
+   * rows through a ring of this many blocks per warp in local memory
+   * (asynchronous copies; 0: straight from global memory) */
+  int decode_mma_int4_wg, decode_mma_int4_stages;
+  int decode_mma_fp8_wg, decode_mma_fp8_stages;
   /* merge */
   int merge_wg;
   /* rerope (forward / backward) */

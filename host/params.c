@@ -19,9 +19,10 @@ typedef struct row {
   .decode_wg = (wg), .decode_splits_per_cu = (per_cu), .decode_min_keys_per_split = (min_keys), \
   .decode_max_splits = (max_splits), .decode_lane_keys = (lane_keys), .decode_kstage = (kstage), \
   .decode_kstage_quant = (kstage_quant)
-#define DECODE_MMA(use, per_cu, min_keys, stages)                                            \
+#define DECODE_MMA(use, per_cu, min_keys, int4_wg, int4_stages, fp8_wg, fp8_stages)          \
   .decode_mma = (use), .decode_mma_splits_per_cu = (per_cu), .decode_mma_min_keys = (min_keys), \
-  .decode_mma_stages = (stages)
+  .decode_mma_int4_wg = (int4_wg), .decode_mma_int4_stages = (int4_stages),                     \
+  .decode_mma_fp8_wg = (fp8_wg), .decode_mma_fp8_stages = (fp8_stages)
 #define RROPE(bm, bn, wg, mma) .rerope_block_m = (bm), .rerope_block_n = (bn), .rerope_wg = (wg), .rerope_use_mma = (mma)
 #define OTHERS(merge, quant) .merge_wg = (merge), .quant_wg = (quant)
 
@@ -31,9 +32,13 @@ static const row table[] = {
      * split target (B=64 ctx=32768: 4.4 TB/s; 8 per SM equal, 2 per SM 3.6);
      * the portable form keeps 2 per SM and a work-item per key (it beat 16
      * lanes per key, 2.9 against 1.9 TB/s, and staged K tiles, 2.3 TB/s).
-     * ReRoPE forward key tiles of 32: 5.27 against 5.75 ms for 64. */
-    {"nvidia-sm9", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4, 1024, 4), RROPE(64, 32, 128, 1), OTHERS(128, 256)}},
-    {"nvidia-sm8", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4, 1024, 4), RROPE(64, 32, 128, 1), OTHERS(128, 256)}},
+     * Quantized rows on tensor cores (B=64 ctx=32768): int4 through a ring of 2
+ * staged blocks per warp with 8 warps (0.90 ms; rows straight from global
+ * memory 1.02), fp8 straight from global with 6 warps, 2 blocks in flight
+ * (1.12-1.16 ms; staged 1.26).
+ * ReRoPE forward key tiles of 32: 5.27 against 5.75 ms for 64. */
+    {"nvidia-sm9", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4, 1024, 256, 2, 192, 0), RROPE(64, 32, 128, 1), OTHERS(128, 256)}},
+    {"nvidia-sm8", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4, 1024, 256, 2, 192, 0), RROPE(64, 32, 128, 1), OTHERS(128, 256)}},
     {"nvidia", {DECODE(128, 2, 256, 128, 0, 0, 0), RROPE(32, 32, 128, 0), OTHERS(128, 256)}},
     /* CDNA (wave64) and RDNA (wave32): unmeasured, NVIDIA's choices */
     {"amd-gfx9", {DECODE(256, 4, 256, 128, 0, 0, 0), RROPE(32, 32, 256, 0), OTHERS(256, 256)}},
@@ -56,7 +61,8 @@ static const struct {
     FIELD(decode_wg),      FIELD(decode_splits_per_cu), FIELD(decode_min_keys_per_split),
     FIELD(decode_max_splits), FIELD(decode_lane_keys), FIELD(decode_kstage), FIELD(decode_kstage_quant),
     FIELD(decode_mma), FIELD(decode_mma_splits_per_cu), FIELD(decode_mma_min_keys),
-    FIELD(decode_mma_blocks), FIELD(decode_mma_stages), FIELD(merge_wg),
+    FIELD(decode_mma_blocks), FIELD(decode_mma_int4_wg), FIELD(decode_mma_int4_stages),
+    FIELD(decode_mma_fp8_wg), FIELD(decode_mma_fp8_stages), FIELD(merge_wg),
     FIELD(rerope_block_m), FIELD(rerope_block_n), FIELD(rerope_wg),
     FIELD(rerope_use_mma), FIELD(quant_wg),
 };
@@ -108,7 +114,8 @@ void clattn_tuning_lookup(const clattn_device_profile *prof, const char *overrid
     }
   }
   /* A row written for a big GPU must not exceed a small device's limits. */
-  int *wgs[] = {&out->decode_wg, &out->merge_wg, &out->rerope_wg, &out->quant_wg};
+  int *wgs[] = {&out->decode_wg, &out->decode_mma_int4_wg, &out->decode_mma_fp8_wg,
+                &out->merge_wg, &out->rerope_wg, &out->quant_wg};
   if (override_path) apply_override(out, override_path);
   for (size_t i = 0; i < sizeof wgs / sizeof wgs[0]; i++)
     while ((size_t)*wgs[i] > prof->max_work_group_size && *wgs[i] > 1) *wgs[i] /= 2;

@@ -133,7 +133,8 @@ clattn_status clattn_decode_check_io(const clattn_decode_params *p, int B, int H
  * buffers must end on a 16-byte boundary. */
 static void plan_stages(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
   pl->stages = 0;
-  if (!pl->kv_q || ctx->tuning.decode_mma_stages < 2) return;
+  const int want = pl->kv_q == 1 ? ctx->tuning.decode_mma_int4_stages : ctx->tuning.decode_mma_fp8_stages;
+  if (!pl->kv_q || want < 2) return;
   if (pl->paged && pl->page_size % 16) return;
   if (pl->kv_q == 1) {
     const size_t kb = buffer_bytes(&p->k), vb = buffer_bytes(&p->v);
@@ -146,7 +147,7 @@ static void plan_stages(const clattn_context *ctx, const clattn_decode_params *p
   const size_t chunks = pl->kv_q == 1 ? (size_t)(4 * (pl->kv_groups + pl->D / 8) + 27) / 16 : (size_t)pl->D / 16;
   const size_t slot = (2 * 16 * 4 * chunks + (pl->kv_q == 2 ? 32 : 0)) * 4, nw = (size_t)pl->WG / 32;
   const size_t other = (size_t)pl->RB * pl->D * 4 + (3 * nw + 3) * pl->RB * 4 + (pl->emulate ? 64 * (size_t)pl->WG : 0) + 256;
-  int n = ctx->tuning.decode_mma_stages < 6 ? ctx->tuning.decode_mma_stages : 6;
+  int n = want < 6 ? want : 6;
   while (n >= 2 && nw * n * slot + other > ctx->profile.local_mem_bytes) n--;
   if (n >= 2) {
     pl->stages = n;
@@ -283,6 +284,8 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
     pl->lane_keys = pl->kstage = false;
     pl->RB = pl->rows <= 8 ? 8 : 16;
     pl->nrb = (int)div_up(pl->rows > 0 ? pl->rows : 1, pl->RB);
+    const int qwg = pl->kv_q == 1 ? t->decode_mma_int4_wg : pl->kv_q == 2 ? t->decode_mma_fp8_wg : 0;
+    if (qwg >= 32 && qwg % 32 == 0) pl->WG = qwg; /* whole warps; the lookup kept it within the device */
     plan_stages(ctx, p, pl);
   }
 

@@ -130,7 +130,7 @@ static void run_qcase(const qcase *c) {
   const clattn_tuning saved = fx.ctx->tuning;
   fx.ctx->tuning.decode_lane_keys = c->lane_keys;
   fx.ctx->tuning.decode_kstage_quant = c->kstage;
-  fx.ctx->tuning.decode_mma_stages = c->stages;
+  fx.ctx->tuning.decode_mma_int4_stages = fx.ctx->tuning.decode_mma_fp8_stages = c->stages;
   clattn_force_path(c->mma ? 2 : 1);
   CHECK_OK(clattn_decode(fx.ctx, fx.queue, &p, 0, NULL, NULL));
   clattn_force_path(0);
@@ -155,7 +155,7 @@ static void run_qcase(const qcase *c) {
 
 static void test_int4(void) {
   for (int g = 1; g <= 8; g *= 2) {
-    qcase c = {CLATTN_INT4, g, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+    qcase c = {CLATTN_INT4, g, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
     c.page_size = g == 2 ? 16 : 0;
     c.splits = g == 4 ? 3 : 0;
     run_qcase(&c);
@@ -163,7 +163,7 @@ static void test_int4(void) {
 }
 
 static void test_fp8(void) {
-  qcase c = {CLATTN_FP8, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+  qcase c = {CLATTN_FP8, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 16;
@@ -171,7 +171,7 @@ static void test_fp8(void) {
 }
 
 static void test_features(void) {
-  qcase c = {CLATTN_INT4, 2, 16, 4, 1, 1, 5, 0, 0, 0, 0};
+  qcase c = {CLATTN_INT4, 2, 16, 4, 1, 1, 5, 0, 0, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8;
   c.page_size = 0;
@@ -187,10 +187,10 @@ static void test_features(void) {
 
 static void test_kstage(void) {
   for (int g = 1; g <= 8; g *= 2) {
-    qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, 0, 0, 1, 0, 0};
+    qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, 0, 0, 1, 0, 0, 0};
     run_qcase(&c);
   }
-  qcase c = {CLATTN_FP8, 1, 16, 3, 1, 1, 4, 0, 1, 0, 0};
+  qcase c = {CLATTN_FP8, 1, 16, 3, 1, 1, 4, 0, 1, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 0;
