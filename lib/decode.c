@@ -569,6 +569,9 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.bias = q == 3;
     pl.RB = q == 3 ? 16 : 8;
     EMIT(pl, q != 2);
+    pl.stages = q == 1 ? 4 : 2; /* rows through the ring (as deep as the local memory allows) */
+    pl.nblk = 1;
+    EMIT(pl, q == 2);
   }
 #undef EMIT
 }
