@@ -145,7 +145,7 @@ static void plan_stages(const clattn_context *ctx, const clattn_decode_params *p
   for (int i = 0; i < (pl->kv_q == 2 ? 4 : 2); i++)
     if (ts[i]->stride[1] >= ((int64_t)1 << 25)) return;
   const size_t chunks = pl->kv_q == 1 ? (size_t)(4 * (pl->kv_groups + pl->D / 8) + 27) / 16 : (size_t)pl->D / 16;
-  const size_t slot = (2 * 16 * 4 * chunks + (pl->kv_q == 2 ? 32 : 0)) * 4, nw = (size_t)pl->WG / 32;
+  const size_t slot = (2 * 16 * 4 * chunks + (pl->kv_q == 2 ? 32 : 0) + 4) * 4, nw = (size_t)pl->WG / 32;
   const size_t other = (size_t)pl->RB * pl->D * 4 + (3 * nw + 3) * pl->RB * 4 + (pl->emulate ? 64 * (size_t)pl->WG : 0) + 256;
   int n = want < 6 ? want : 6;
   while (n >= 2 && nw * n * slot + other > ctx->profile.local_mem_bytes) n--;
