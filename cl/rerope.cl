@@ -46,8 +46,7 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
   const int hk = h / A.G;
   const int m_end = min(m0 + BM, A.Nq);
 
-  for (int x = lid; x < BM; x += WG)
-    tqpos[x] = (m0 + x < A.Nq) ? qpos_at(qpos, vqp, z, m0 + x, A) : 0;
+  stage_qpos(tqpos, qpos, vqp, z, m0, BM, A);
   barrier(CLK_LOCAL_MEM_FENCE);
   stage_q_pair(q1, vq1, q2, vq2, z, h, m0, BM, tq1, tq2, tqpos, 0, A);
   long qlo, qhi;
@@ -66,8 +65,7 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
   int n0 = rr_next_ktile(0, n_end, qlo, qhi, kpos, vkp, z, A);
   while (n0 < n_end) {
     const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
-    for (int x = lid; x < BN; x += WG)
-      tkpos[x] = (n0 + x < A.Nk) ? kpos_at(kpos, vkp, z, n0 + x) : 0;
+    stage_kpos(tkpos, kpos, vkp, z, n0, BN, A);
     barrier(CLK_LOCAL_MEM_FENCE);
     /* only the side(s) of the band this tile touches */
     stage_k_pair(k1, vk1, k2, vk2, z, hk, n0, BN, tk1, tk2, tkpos, cls, A);
@@ -194,12 +192,11 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
   __global const ushort *K1 = (__global const ushort *)k1, *K2 = (__global const ushort *)k2;
   __global const ushort *V = (__global const ushort *)v;
 
-  const int lid = get_local_id(0), l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
+  const int l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
   const int m0 = rr_query_block(A) * BM, h = get_group_id(1), z = get_group_id(2);
   const int hk = h / A.G;
 
-  for (int x = lid; x < BM; x += WG)
-    sqpos[x] = (m0 + x < A.Nq) ? qpos_at(qpos, vqp, z, m0 + x, A) : 0;
+  stage_qpos(sqpos, qpos, vqp, z, m0, BM, A);
   barrier(CLK_LOCAL_MEM_FENCE);
   /* Q1 and Q2 stay in registers as A fragments for the whole loop. */
   uint4 qf1[KB], qf2[KB];
@@ -241,8 +238,7 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
   /* k1 = RoPE(k, p_j) is computed while staging: no asynchronous copies */
   while (n0 < n_end) {
     const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
-    for (int x = lid; x < BN; x += WG)
-      skpos[x] = (n0 + x < A.Nk) ? kpos_at(kpos, vkp, z, n0 + x) : 0;
+    stage_kpos(skpos, kpos, vkp, z, n0, BN, A);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!(cls & RR_OUT)) mstage_rope(K1, vk1, z, hk, n0, A.Nk, BN, sk1, skpos, 0, A);
     if (!(cls & RR_IN)) mstage_raw(K1, vk1, z, hk, n0, A.Nk, BN, sk2); /* k2 = k */

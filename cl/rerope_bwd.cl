@@ -72,7 +72,7 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
   const int n0 = get_group_id(0) * BN, hk = get_group_id(1), z = get_group_id(2);
   const int n1 = min(n0 + BN, A.Nk);
 
-  for (int x = lid; x < BN; x += WG) tkpos[x] = (n0 + x < A.Nk) ? kpos_at(kpos, vkp, z, n0 + x) : 0;
+  stage_kpos(tkpos, kpos, vkp, z, n0, BN, A);
   barrier(CLK_LOCAL_MEM_FENCE);
   stage_k_pair(k1, vk1, k2, vk2, z, hk, n0, BN, tk1, tk2, tkpos, 0, A);
   stage_raw(v, vv, z, hk, n0, A.Nk, BN, tv);
@@ -213,8 +213,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   while (n0 < n_end) {
     const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
     barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile's readers are done */
-    for (int x = lid; x < BN; x += WG)
-      tkpos[x] = (n0 + x < A.Nk) ? kpos_at(kpos, vkp, z, n0 + x) : 0;
+    stage_kpos(tkpos, kpos, vkp, z, n0, BN, A);
     barrier(CLK_LOCAL_MEM_FENCE);
     stage_k_pair(k1, vk1, k2, vk2, z, hk, n0, BN, tk1, tk2, tkpos, cls, A);
     stage_raw(v, vv, z, hk, n0, A.Nk, BN, tv);
@@ -319,12 +318,11 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   __global const ushort *K1 = (__global const ushort *)k1, *K2 = (__global const ushort *)k2;
   __global const ushort *V = (__global const ushort *)v, *DO = (__global const ushort *)dout;
 
-  const int lid = get_local_id(0), l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
+  const int l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
   const int m0 = rr_query_block(A) * RB, h = get_group_id(1), z = get_group_id(2);
   const int hk = h / A.G;
 
-  for (int x = lid; x < RB; x += WG)
-    sqpos[x] = (m0 + x < A.Nq) ? qpos_at(qpos, vqp, z, m0 + x, A) : 0;
+  stage_qpos(sqpos, qpos, vqp, z, m0, RB, A);
   barrier(CLK_LOCAL_MEM_FENCE);
   /* Q1, Q2 and dO stay in registers as A fragments */
   uint4 qf1[KB], qf2[KB], dof[KB];
@@ -372,8 +370,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   while (n0 < n_end) {
     const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
     barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile (and the staging) is no longer read */
-    for (int x = lid; x < BN; x += WG)
-      skpos[x] = (n0 + x < A.Nk) ? kpos_at(kpos, vkp, z, n0 + x) : 0;
+    stage_kpos(skpos, kpos, vkp, z, n0, BN, A);
 #if ROTARY
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!(cls & RR_OUT)) mstage_rope(K1, vk1, z, hk, n0, A.Nk, BN, sk1, skpos, 0, A);
@@ -455,7 +452,7 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
   const int lid = get_local_id(0), l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
   const int n0 = get_group_id(0) * RB, hk = get_group_id(1), z = get_group_id(2);
 
-  for (int x = lid; x < RB; x += WG) skpos[x] = (n0 + x < A.Nk) ? kpos_at(kpos, vkp, z, n0 + x) : 0;
+  stage_kpos(skpos, kpos, vkp, z, n0, RB, A);
   barrier(CLK_LOCAL_MEM_FENCE);
 #if ROTARY
   mstage_rope(K1, vk1, z, hk, n0, A.Nk, RB, sk1, skpos, 0, A);
