@@ -35,6 +35,7 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
                   __global ELT(DT) *o, rr_view vo, __global float *lse, rr_view vl,
                   __global const int *qpos, rr_view vqp, __global const int *kpos, rr_view vkp,
                   rr_args A) {
+  RR_POSITIONS(qpos, kpos);
   __local TT tq1[BM * LDT], tq2[BM * LDT];
   __local TT tk1[BN * LDT], tk2[BN * LDT], tv[BN * LDT];
   __local float tp[BM * (BN + 1)];
@@ -136,13 +137,34 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
 #else /* RR_MMA */
 
 #define NB (BN / 8) /* n-blocks of 8 keys in a tile */
-#if BM != 16 * NW || BN % 16 || 3 * BN < BM
-#error "tensor-core forward: BM = 16 rows per warp, BN a multiple of 16, BM <= 3 BN"
+#ifndef STAGES
+#define STAGES 2
+#endif
+/* a stage holds one key tile: K1, K2 and V (BN rows each) */
+#define STAGE_ELTS (3 * BN * LDS)
+#if BM != 16 * NW || BN % 16 || STAGES < 1 || STAGES * 3 * BN < BM
+#error "tensor-core forward: BM = 16 rows per warp, BN a multiple of 16, BM <= 3 BN STAGES"
 #endif
 
-/* One tile of the online softmax: logits s (log2 units) become p, the row
- * maxima / sums and the accumulator are rescaled; then O += P V. */
-MMA_INLINE void softmax_pv(float4 *s, float *mx, float *lsum, float4 *acc,
+/* The running row maximum moves only when a tile's maximum passes it by more
+ * than this (log2 units): until then p = 2^(s - max) <= 2^8 (f32 sums, and P
+ * rounded to f16 / bf16 keep their relative precision), and the accumulator
+ * is rescaled far less often than once per tile. */
+#define MAX_SLACK 8.0f
+
+/* Key tile n0 of class cls into stage x: K1 and / or K2 as the class needs, and V. */
+static inline void stage_ktile(__global const ushort *K1, rr_view vk1, __global const ushort *K2,
+                               rr_view vk2, __global const ushort *V, rr_view vv, int z, int hk,
+                               int n0, int cls, __local ushort *x, rr_args A) {
+  if (!(cls & RR_OUT)) mstage_raw(K1, vk1, z, hk, n0, A.Nk, BN, x);
+  if (!(cls & RR_IN)) mstage_raw(K2, vk2, z, hk, n0, A.Nk, BN, x + BN * LDS);
+  mstage_raw(V, vv, z, hk, n0, A.Nk, BN, x + 2 * BN * LDS);
+}
+
+/* One tile of the online softmax: raw scores s (-inf where masked) become
+ * p = 2^(sl2 s - max); the row maxima (log2 units) and sums, and the
+ * accumulator, are rescaled when a maximum moves; then O += P V. */
+MMA_INLINE void softmax_pv(float4 *s, float *mx, float *lsum, float4 *acc, float sl2,
                           __local const ushort *sv EMU_PARAM) {
   float tm0 = -INFINITY, tm1 = -INFINITY;
   MMA_UNROLL
@@ -150,25 +172,34 @@ MMA_INLINE void softmax_pv(float4 *s, float *mx, float *lsum, float4 *acc,
     tm0 = fmax(tm0, fmax(s[nb].x, s[nb].y));
     tm1 = fmax(tm1, fmax(s[nb].z, s[nb].w));
   }
-  /* a row with nothing visible yet keeps max -inf: exp2(-inf - 0) = 0, never NaN */
-  const float mn0 = fmax(mx[0], quad_max(tm0 EMU_ARG)), mn1 = fmax(mx[1], quad_max(tm1 EMU_ARG));
-  const float mu0 = (mn0 == -INFINITY) ? 0.0f : mn0, mu1 = (mn1 == -INFINITY) ? 0.0f : mn1;
-  const float al0 = native_exp2(mx[0] - mu0), al1 = native_exp2(mx[1] - mu1);
-  mx[0] = mn0;
-  mx[1] = mn1;
+  /* sl2 > 0 (the host folds the sign of the scale into Q), so max(sl2 s) = sl2 max(s) */
+  tm0 = quad_max(tm0 EMU_ARG) * sl2;
+  tm1 = quad_max(tm1 EMU_ARG) * sl2;
+  if (tm0 > mx[0] + MAX_SLACK || tm1 > mx[1] + MAX_SLACK) {
+    const float mn0 = fmax(mx[0], tm0), mn1 = fmax(mx[1], tm1);
+    /* a row with nothing visible yet keeps max -inf and scale 1, never NaN */
+    const float al0 = (mn0 == -INFINITY) ? 1.0f : fast_exp2(mx[0] - mn0);
+    const float al1 = (mn1 == -INFINITY) ? 1.0f : fast_exp2(mx[1] - mn1);
+    mx[0] = mn0;
+    mx[1] = mn1;
+    lsum[0] *= al0;
+    lsum[1] *= al1;
+    MMA_UNROLL
+    for (int db = 0; db < DB; db++) acc[db] *= (float4)(al0, al0, al1, al1);
+  }
+  /* masked scores are -inf: 2^-inf = 0 (and a row still at max -inf sees only those) */
+  const float mu0 = (mx[0] == -INFINITY) ? 0.0f : mx[0], mu1 = (mx[1] == -INFINITY) ? 0.0f : mx[1];
   float ps0 = 0.0f, ps1 = 0.0f;
   MMA_UNROLL
   for (int nb = 0; nb < NB; nb++) {
-    const float4 p = (float4)(native_exp2(s[nb].x - mu0), native_exp2(s[nb].y - mu0),
-                              native_exp2(s[nb].z - mu1), native_exp2(s[nb].w - mu1));
+    const float4 p = (float4)(fast_exp2(fma(s[nb].x, sl2, -mu0)), fast_exp2(fma(s[nb].y, sl2, -mu0)),
+                              fast_exp2(fma(s[nb].z, sl2, -mu1)), fast_exp2(fma(s[nb].w, sl2, -mu1)));
     s[nb] = p;
     ps0 += p.x + p.y;
     ps1 += p.z + p.w;
   }
-  lsum[0] = lsum[0] * al0 + ps0;
-  lsum[1] = lsum[1] * al1 + ps1;
-  MMA_UNROLL
-  for (int db = 0; db < DB; db++) acc[db] *= (float4)(al0, al0, al1, al1);
+  lsum[0] += ps0;
+  lsum[1] += ps1;
   /* P's accumulator fragments are the A fragments of the next product */
   MMA_UNROLL
   for (int kk = 0; kk < BN / 16; kk++)
@@ -182,12 +213,12 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
                   __global ELT(DT) *o, rr_view vo, __global float *lse, rr_view vl,
                   __global const int *qpos, rr_view vqp, __global const int *kpos, rr_view vkp,
                   rr_args A) {
-  /* K1, K2, V tiles; Q is staged here first. uint4: ldmatrix and cp.async need 16-byte rows */
-  __local uint4 smem_[3 * BN * LDS / 8];
+  RR_POSITIONS(qpos, kpos);
+  /* STAGES key tiles; Q is staged here first. uint4: ldmatrix and cp.async need 16-byte rows */
+  __local uint4 smem_[STAGES * STAGE_ELTS / 8];
   __local ushort *smem = (__local ushort *)smem_;
   __local int sqpos[BM], skpos[BN];
   EMU_DECL
-  __local ushort *sk1 = smem, *sk2 = smem + BN * LDS, *sv = smem + 2 * BN * LDS;
   __global const ushort *Q1 = (__global const ushort *)q1, *Q2 = (__global const ushort *)q2;
   __global const ushort *K1 = (__global const ushort *)k1, *K2 = (__global const ushort *)k2;
   __global const ushort *V = (__global const ushort *)v;
@@ -218,6 +249,15 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
   barrier(CLK_LOCAL_MEM_FENCE);
   load_afrags(qf2, smem EMU_ARG);
   barrier(CLK_LOCAL_MEM_FENCE); /* the staging area becomes the K/V tiles */
+  /* a negative scale: scores of -Q, so that the softmax scale sl2 is positive */
+  if (A.scale < 0.0f) {
+    MMA_UNROLL
+    for (int kb = 0; kb < KB; kb++) {
+      qf1[kb] ^= (uint4)(0x80008000u);
+      qf2[kb] ^= (uint4)(0x80008000u);
+    }
+  }
+  const float sl2 = fabs(A.scale) * M_LOG2E_F; /* logits in log2 units: exp2 */
 
   /* this lane's two rows: g and g + 8 of the warp */
   const int r0 = w * 16 + g;
@@ -227,7 +267,6 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
   int n_end = A.Nk;
   if (A.causal && !kpos) n_end = (int)clamp(qhi + 1, 0L, (long)A.Nk);
 
-  const float sl2 = A.scale * M_LOG2E_F; /* logits in log2 units: exp2 */
   float mx[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.0f, 0.0f};
   float4 acc[DB], s[NB];
   MMA_UNROLL
@@ -235,7 +274,8 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
 
   int n0 = rr_next_ktile(0, n_end, qlo, qhi, kpos, vkp, z, A);
 #if ROTARY
-  /* k1 = RoPE(k, p_j) is computed while staging: no asynchronous copies */
+  /* k1 = RoPE(k, p_j) is computed while staging: one stage, no asynchronous copies */
+  __local ushort *sk1 = smem, *sk2 = smem + BN * LDS, *sv = smem + 2 * BN * LDS;
   while (n0 < n_end) {
     const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
     stage_kpos(skpos, kpos, vkp, z, n0, BN, A);
@@ -245,36 +285,44 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
     mstage_raw(V, vv, z, hk, n0, A.Nk, BN, sv);
     copy_wait();
     barrier(CLK_LOCAL_MEM_FENCE);
-    tile_logits(s, cls, n0, qf1, qf2, sk1, sk2, skpos, pq0, pq1, A, sl2 EMU_ARG);
-    softmax_pv(s, mx, lsum, acc, sv EMU_ARG);
+    tile_logits(s, cls, n0, qf1, qf2, sk1, sk2, skpos, pq0, pq1, A, 1.0f EMU_ARG);
+    softmax_pv(s, mx, lsum, acc, sl2, sv EMU_ARG);
     n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
     barrier(CLK_LOCAL_MEM_FENCE); /* the tiles are no longer read */
   }
 #else
-  /* Software pipeline: V of this tile streams in during S = Q K^T, K of the
-   * next tile during O += P V (one buffer each; cp.async on NVIDIA). */
-  if (n0 < n_end) {
-    const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
-    if (!(cls & RR_OUT)) mstage_raw(K1, vk1, z, hk, n0, A.Nk, BN, sk1);
-    if (!(cls & RR_IN)) mstage_raw(K2, vk2, z, hk, n0, A.Nk, BN, sk2);
-  }
-  while (n0 < n_end) {
-    const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
-    copy_wait();
-    barrier(CLK_LOCAL_MEM_FENCE); /* K(n0) has landed; V(previous) is no longer read */
-    mstage_raw(V, vv, z, hk, n0, A.Nk, BN, sv);
-    tile_logits(s, cls, n0, qf1, qf2, sk1, sk2, NULL, pq0, pq1, A, sl2 EMU_ARG);
-    copy_wait();
-    barrier(CLK_LOCAL_MEM_FENCE); /* V(n0) has landed; K(n0) is no longer read */
-    const int n1 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
-    if (n1 < n_end) {
-      const int c1 = rr_kclass(n1, qlo, qhi, kpos, vkp, z, A);
-      if (!(c1 & RR_OUT)) mstage_raw(K1, vk1, z, hk, n1, A.Nk, BN, sk1);
-      if (!(c1 & RR_IN)) mstage_raw(K2, vk2, z, hk, n1, A.Nk, BN, sk2);
+  /* A ring of STAGES key tiles: tile i + STAGES - 1 streams in (cp.async on
+   * NVIDIA, one copy group per tile) while tile i is computed; one barrier
+   * per tile, which also frees the stage the next copies overwrite. */
+  int nn = n0;
+  for (int st = 0; st + 1 < STAGES; st++) {
+    if (nn < n_end) {
+      stage_ktile(K1, vk1, K2, vk2, V, vv, z, hk, nn, rr_kclass(nn, qlo, qhi, kpos, vkp, z, A),
+                  smem + st * STAGE_ELTS, A);
+      nn = rr_next_ktile(nn + BN, n_end, qlo, qhi, kpos, vkp, z, A);
     }
-    softmax_pv(s, mx, lsum, acc, sv EMU_ARG);
-    n0 = n1;
+    copy_commit();
   }
+  int cur = 0;
+  while (n0 < n_end) {
+    copy_wait_groups(STAGES - 2); /* this lane's copies of tile n0 have landed */
+    barrier(CLK_LOCAL_MEM_FENCE); /* ... everyone's; and the stage before is no longer read */
+    int nxt = cur + STAGES - 1;
+    if (nxt >= STAGES) nxt -= STAGES;
+    if (nn < n_end) {
+      stage_ktile(K1, vk1, K2, vk2, V, vv, z, hk, nn, rr_kclass(nn, qlo, qhi, kpos, vkp, z, A),
+                  smem + nxt * STAGE_ELTS, A);
+      nn = rr_next_ktile(nn + BN, n_end, qlo, qhi, kpos, vkp, z, A);
+    }
+    copy_commit();
+    __local const ushort *sk = smem + cur * STAGE_ELTS;
+    const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
+    tile_logits(s, cls, n0, qf1, qf2, sk, sk + BN * LDS, NULL, pq0, pq1, A, 1.0f EMU_ARG);
+    softmax_pv(s, mx, lsum, acc, sl2, sk + 2 * BN * LDS EMU_ARG);
+    n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
+    if (++cur == STAGES) cur = 0;
+  }
+  copy_wait(); /* (only empty groups are left) */
 #endif
 
   const float l0 = quad_sum(lsum[0] EMU_ARG), l1 = quad_sum(lsum[1] EMU_ARG);

@@ -62,6 +62,7 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
                        rr_view vdl, __global ELT(DT) *dk1, rr_view vdk1, __global ELT(DT) *dk2,
                        rr_view vdk2, __global ELT(DT) *dv, rr_view vdv, __global const int *qpos,
                        rr_view vqp, __global const int *kpos, rr_view vkp, rr_args A) {
+  RR_POSITIONS(qpos, kpos);
   __local TT tk1[BN * LDT], tk2[BN * LDT], tv[BN * LDT];
   __local TT tq1[BM * LDT], tq2[BM * LDT], tdo[BM * LDT];
   __local float tlse[BM], tdelta[BM];
@@ -179,6 +180,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
     __global const float *lse, rr_view vl, __global const float *delta, rr_view vdl,
     __global ELT(DT) *dq1, rr_view vdq1, __global ELT(DT) *dq2, rr_view vdq2,
     __global const int *qpos, rr_view vqp, __global const int *kpos, rr_view vkp, rr_args A) {
+  RR_POSITIONS(qpos, kpos);
   __local TT tq1[BM * LDT], tq2[BM * LDT], tdo[BM * LDT];
   __local TT tk1[BN * LDT], tk2[BN * LDT], tv[BN * LDT];
   __local float tlse[BM], tdelta[BM];
@@ -308,6 +310,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
     __global const float *lse, rr_view vl, __global const float *delta, rr_view vdl,
     __global ELT(DT) *dq1, rr_view vdq1, __global ELT(DT) *dq2, rr_view vdq2,
     __global const int *qpos, rr_view vqp, __global const int *kpos, rr_view vkp, rr_args A) {
+  RR_POSITIONS(qpos, kpos);
   /* K1, K2, V tiles; Q1, Q2, dO staged here first. uint4: 16-byte rows for ldmatrix, cp.async */
   __local uint4 smem_[3 * BN * LDS / 8];
   __local ushort *smem = (__local ushort *)smem_;
@@ -437,6 +440,7 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
                        rr_view vdl, __global ELT(DT) *dk1, rr_view vdk1, __global ELT(DT) *dk2,
                        rr_view vdk2, __global ELT(DT) *dv, rr_view vdv, __global const int *qpos,
                        rr_view vqp, __global const int *kpos, rr_view vkp, rr_args A) {
+  RR_POSITIONS(qpos, kpos);
   /* K1, K2, V of this work-group's keys; Q1, Q2, dO of a query tile (uint4: 16-byte rows) */
   __local uint4 skv_[3 * RB * LDS / 8], sqt_[3 * BM * LDS / 8];
   __local ushort *skv = (__local ushort *)skv_, *sqt = (__local ushort *)sqt_;

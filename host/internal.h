@@ -88,6 +88,7 @@ typedef struct clattn_tuning {
   int rerope_block_n;
   int rerope_wg;
   int rerope_use_mma;     /* tensor-core path where the profile allows */
+  int rerope_stages;      /* tensor-core forward: key tiles in the ring (>= 2), 0: 2 */
   /* quantize / dequantize / append */
   int quant_wg;
 } clattn_tuning;
@@ -267,6 +268,7 @@ typedef struct clattn_rr_plan {
   int emulate;        /* ... with the PTX emulated (tests on CPUs) */
   int bm, bn, wg, ct; /* tiles (-DBM, -DBN) and work-group */
   int q_rows, k_rows; /* rows per work-group: queries (forward, dq), keys (dk/dv) */
+  int stages;         /* tensor-core forward: key tiles in flight + 1 (-DSTAGES), else 0 */
 } clattn_rr_plan;
 
 /* Chooses kernels and tiles; `views` are the tensors the kernels read with

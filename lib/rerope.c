@@ -201,9 +201,10 @@ static clattn_status plan_portable(const clattn_context *ctx, const clattn_rr_pr
   return CLATTN_SUCCESS;
 }
 
-/* The tensor-core kernels read every input with 16-byte copies. */
+/* The tensor-core kernels read every input with 16-byte copies, at 32-bit
+ * offsets from a tile's first row. */
 static bool aligned16(const clattn_tensor *t) {
-  if (t->stride[3] != 1 || t->offset % 16) return false;
+  if (t->stride[3] != 1 || t->offset % 16 || t->stride[2] >= (1 << 23)) return false;
   for (int i = 0; i < 3; i++)
     if (t->stride[i] % 8) return false;
   return true;
@@ -232,9 +233,16 @@ static bool plan_mma(const clattn_context *ctx, const clattn_rr_problem *p, clat
     pl->bm = pl->q_rows = 16 * (pl->wg / 32);
     const int tbn = ctx->tuning.rerope_block_n;
     pl->bn = p->D <= 64 ? (tbn == 32 || tbn == 64 ? tbn : 64) : 32;
-    if (3 * pl->bn < pl->bm) pl->bn = 64; /* Q is staged where the three key tiles go */
-    if (3 * pl->bn < pl->bm) return false;
-    bytes = 3 * pl->bn * row + 4 * ((size_t)pl->bm + pl->bn) + emu;
+    /* a ring of key tiles (K1, K2, V each) streams in while one is computed;
+     * on the fly, k1 is rotated while staged: one stage */
+    pl->stages = p->rotary ? 1 : ctx->tuning.rerope_stages >= 2 ? ctx->tuning.rerope_stages : 2;
+    const size_t fixed = 4 * ((size_t)pl->bm + pl->bn) + emu;
+    if (fixed >= ctx->profile.local_mem_bytes) return false;
+    const size_t budget = ctx->profile.local_mem_bytes - fixed;
+    while (pl->stages * 3 * pl->bn * row > budget && pl->bn > 16) pl->bn /= 2;
+    while (pl->stages * 3 * pl->bn * row > budget && pl->stages > 2) pl->stages--;
+    if (pl->stages * 3 * pl->bn < pl->bm) return false; /* Q is staged where the key tiles go */
+    bytes = pl->stages * 3 * pl->bn * row + 4 * ((size_t)pl->bm + pl->bn) + emu;
   } else { /* dq: 64 query rows, key tiles of 32; dk/dv: 64 keys, query tiles of 32 */
     pl->q_rows = pl->k_rows = 64;
     pl->bm = pl->bn = 32;
@@ -261,8 +269,11 @@ clattn_status clattn_rr_plan_make(const clattn_context *ctx, const clattn_rr_pro
 
 void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *pl, char *buf,
                        size_t size) {
-  snprintf(buf, size, "-DDT=%s -DD=%d -DROTARY=%d -DBM=%d -DBN=%d -DWG=%d -DCT=%d -DRR_MMA=%d%s",
+  char stages[24] = "";
+  if (pl->stages) snprintf(stages, sizeof stages, " -DSTAGES=%d", pl->stages);
+  snprintf(buf, size, "-DDT=%s -DD=%d -DROTARY=%d -DBM=%d -DBN=%d -DWG=%d -DCT=%d -DRR_MMA=%d%s%s%s%s",
            clattn_dtype_cl(p->dtype), p->D, p->rotary, pl->bm, pl->bn, pl->wg, pl->ct, pl->mma,
+           stages, p->q_pos ? " -DQPOS=1" : "", p->k_pos ? " -DKPOS=1" : "",
            pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "");
 }
 
@@ -384,11 +395,14 @@ void clattn_rerope_variants(clattn_variant_fn fn, void *priv) {
   memset(&p, 0, sizeof p);
   p.dtype = CLATTN_F16;
   p.D = 64;
-  clattn_rr_plan pl = {1, 1, 64, 64, 128, 8, 64, 64};
+  clattn_rr_plan pl = {1, 1, 64, 32, 128, 8, 64, 64, 3};
   clattn_rr_options(&p, &pl, opts, sizeof opts);
   fn(priv, "rerope.cl", opts);
   pl.bm = pl.bn = 32;
+  pl.stages = 0;
   p.rotary = 1;
+  const clattn_tensor given = {0};
+  p.q_pos = p.k_pos = &given; /* positions given */
   clattn_rr_options(&p, &pl, opts, sizeof opts);
   fn(priv, "rerope_bwd.cl", opts);
 }

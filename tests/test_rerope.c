@@ -25,6 +25,8 @@ typedef struct rcase {
   int path;        /* clattn_force_path: 0 auto (the fast path where the device has
                     * one), 1 portable, 2 tensor cores (their PTX emulated without NVIDIA) */
   int cross_check; /* rotary: also the explicit kernels on host-rotated inputs */
+  float scale;     /* softmax scale (0: 1/sqrt(D)) */
+  int stages;      /* the tensor-core forward's ring of key tiles (0: the tuning row's) */
 } rcase;
 
 static double *rand_tensor(size_t n, clattn_dtype dt) {
@@ -168,7 +170,7 @@ static bool runs_mma(const clattn_tensor *q, const clattn_tensor *k, const clatt
 
 static void run_case(const rcase *c) {
   char name[256];
-  CASE_NAME(name, "rerope Z=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d W=%d %s%s%s%s%s%s%s", c->Z, c->Hq,
+  CASE_NAME(name, "rerope Z=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d W=%d %s%s%s%s%s%s%s scale=%g stages=%d", c->Z, c->Hq,
             c->Hkv, c->Nq, c->Nk, c->D, c->W, clattn_dtype_name(c->dt), c->causal ? " causal" : "",
             c->rotary ? (c->interleaved ? " rotary-interleaved" : " rotary-neox") : "",
             c->positions == 1   ? " pos"
@@ -177,10 +179,15 @@ static void run_case(const rcase *c) {
             c->strided ? " strided" : "", c->bwd ? " bwd" : "",
             c->path == 1   ? " portable"
             : c->path == 2 ? " mma"
-                           : "");
+                           : "",
+            (double)c->scale, c->stages);
   if (getenv("RR_ONLY") && !strstr(name, getenv("RR_ONLY"))) return;
   fprintf(stderr, "  %s\n", name);
   clattn_force_path(c->path);
+  const clattn_tuning saved = fx.ctx->tuning;
+  if (c->stages) fx.ctx->tuning.rerope_stages = c->stages;
+  const float scale = c->scale;
+  const double ref_scale = scale != 0.0f ? (double)scale : 1.0 / sqrt((double)c->D);
   const int Z = c->Z, Hq = c->Hq, Hkv = c->Hkv, Nq = c->Nq, Nk = c->Nk, D = c->D;
   const size_t nq = (size_t)Z * Hq * Nq * D, nk = (size_t)Z * Hkv * Nk * D;
   const size_t nl = (size_t)Z * Hq * Nq;
@@ -210,7 +217,7 @@ static void run_case(const rcase *c) {
     rope_rows(rk1, Z, Hkv, Nk, D, kpos, 0, c, 0);
   }
   double *o_ref = malloc(sizeof(double) * (nq + 1)), *lse_ref = malloc(sizeof(double) * (nl + 1));
-  ref_rerope_args ra = {Z,    Hq,   Hkv,  Nq,   Nk,   D,   c->W, c->causal, 1.0 / sqrt((double)D),
+  ref_rerope_args ra = {Z,    Hq,   Hkv,  Nq,   Nk,   D,   c->W, c->causal, ref_scale,
                         qpos, kpos, rq1,  rq2,  rk1,  k2,  v,    o_ref,     lse_ref,
                         NULL, NULL, NULL, NULL, NULL, NULL};
   ref_rerope_fwd(&ra);
@@ -232,10 +239,10 @@ static void run_case(const rcase *c) {
     clattn_rerope_rotary_params p = {
         tq1,  tk1,       tv,     to,
         tl,   qpos_t,    kpos_t, c->W,
-        0.0f, c->causal, 0.0f,   c->interleaved ? CLATTN_ROPE_INTERLEAVED : CLATTN_ROPE_NEOX};
+        scale, c->causal, 0.0f,  c->interleaved ? CLATTN_ROPE_INTERLEAVED : CLATTN_ROPE_NEOX};
     CHECK_OK(clattn_rerope_rotary_fwd(fx.ctx, fx.queue, &p, 0, NULL, &ev));
   } else {
-    clattn_rerope_params p = {tq1, tq2, tk1, tk2, tv, to, tl, c->W, 0.0f, c->causal};
+    clattn_rerope_params p = {tq1, tq2, tk1, tk2, tv, to, tl, c->W, scale, c->causal};
     CHECK_OK(clattn_rerope_fwd(fx.ctx, fx.queue, &p, 0, NULL, &ev));
   }
   CU_ASSERT_PTR_NOT_NULL(ev);
@@ -266,7 +273,7 @@ static void run_case(const rcase *c) {
     clattn_tensor eo = upload(NULL, Z, Hq, Nq, D, c->dt, 0, 1);
     clattn_tensor ev_ = upload(v, Z, Hkv, Nk, D, c->dt, 0, 0);
     if (!c->positions) {
-      clattn_rerope_params p = {eq1, eq2, ek1, ek2, ev_, eo, {0}, c->W, 0.0f, c->causal};
+      clattn_rerope_params p = {eq1, eq2, ek1, ek2, ev_, eo, {0}, c->W, scale, c->causal};
       CHECK_OK(clattn_rerope_fwd(fx.ctx, fx.queue, &p, 0, NULL, NULL));
       finish();
       double *eo_h = download(&eo);
@@ -307,7 +314,7 @@ static void run_case(const rcase *c) {
                                            kpos_t,
                                            {0},
                                            c->W,
-                                           0.0f,
+                                           scale,
                                            c->causal,
                                            0.0f,
                                            c->interleaved ? CLATTN_ROPE_INTERLEAVED
@@ -325,7 +332,7 @@ static void run_case(const rcase *c) {
           tg[0],    tg[1],
           tg[2],    tg[3],
           tg[4],    clattn_tensor_1d(ws, 16, CLATTN_F32, (int64_t)(wsb / 4)),
-          c->W,     0.0f,
+          c->W,     scale,
           c->causal};
       CHECK_OK(clattn_rerope_bwd(fx.ctx, fx.queue, &p, 0, NULL, &ev));
       clReleaseMemObject(ws); /* the runtime keeps it until the kernels finish */
@@ -368,6 +375,7 @@ static void run_case(const rcase *c) {
   if (c->rotary) free(rq1), free(rk1);
   free(q1), free(q2), free(k1), free(k2), free(v), free(o), free(lse), free(o_ref), free(lse_ref);
   free(qpos), free(kpos);
+  fx.ctx->tuning = saved;
   clattn_force_path(0);
 }
 
@@ -503,6 +511,16 @@ static void test_mma(void) {
   c.causal = 1;
   c.bwd = 1;
   run_case(&c);
+  /* the forward's ring of key tiles wrapping unevenly (3 stages over 4 and 2
+   * tiles), and a negative scale (its sign folded into Q) */
+  c.stages = 3;
+  c.scale = -0.3f;
+  run_case(&c);
+  c.causal = 0;
+  c.Nk = 100;
+  c.scale = 0.0f;
+  run_case(&c);
+  c.stages = 0;
   c.dt = CLATTN_BF16;
   c.D = 48;
   c.causal = 0;

@@ -27,6 +27,8 @@ float OV log2(float x) { return __nvvm_lg2_approx_f(x); }
 float OV log(float x) { return __nvvm_lg2_approx_f(x) * 0.6931471805599453f; }
 float OV sincos(float x, __private float *c) { *c = __nvvm_cos_approx_f(x); return __nvvm_sin_approx_f(x); }
 float OV fmax(float a, float b) { return __nvvm_fmax_f(a, b); }
+float OV fabs(float x) { return __builtin_fabsf(x); }
+float OV fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 long OV min(long a, long b) { return a < b ? a : b; }
 long OV max(long a, long b) { return a > b ? a : b; }
 int OV min(int a, int b) { return a < b ? a : b; }
