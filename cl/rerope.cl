@@ -137,13 +137,16 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
 #else /* RR_MMA */
 
 #define NB (BN / 8) /* n-blocks of 8 keys in a tile */
+#ifndef MT
+#define MT 1 /* blocks of 16 query rows per warp */
+#endif
 #ifndef STAGES
 #define STAGES 2
 #endif
 /* a stage holds one key tile: K1, K2 and V (BN rows each) */
 #define STAGE_ELTS (3 * BN * LDS)
-#if BM != 16 * NW || BN % 16 || STAGES < 1 || STAGES * 3 * BN < BM
-#error "tensor-core forward: BM = 16 rows per warp, BN a multiple of 16, BM <= 3 BN STAGES"
+#if BM != 16 * MT * NW || BN % 16 || STAGES < 1 || STAGES * 3 * BN < BM
+#error "tensor-core forward: BM = 16 MT rows per warp, BN a multiple of 16, BM <= 3 BN STAGES"
 #endif
 
 /* The running row maximum moves only when a tile's maximum passes it by more
@@ -161,22 +164,23 @@ static inline void stage_ktile(__global const ushort *K1, rr_view vk1, __global 
   mstage_raw(V, vv, z, hk, n0, A.Nk, BN, x + 2 * BN * LDS);
 }
 
-/* One tile of the online softmax: raw scores s (-inf where masked) become
- * p = 2^(sl2 s - max); the row maxima (log2 units) and sums, and the
- * accumulator, are rescaled when a maximum moves; then O += P V. */
-MMA_INLINE void softmax_pv(float4 *s, float *mx, float *lsum, float4 *acc, float sl2,
-                          __local const ushort *sv EMU_PARAM) {
+/* One row block's share of a tile of the online softmax: raw scores s (-inf
+ * where masked) become p = 2^(sl2 s - max); the row maxima (log2 units) and
+ * sums, and the accumulator, are rescaled when a maximum moves. */
+MMA_INLINE void softmax_tile(float4 *s, float *mx, float *lsum, float4 *acc, float sl2 EMU_PARAM) {
   float tm0 = -INFINITY, tm1 = -INFINITY;
   MMA_UNROLL
   for (int nb = 0; nb < NB; nb++) {
     tm0 = fmax(tm0, fmax(s[nb].x, s[nb].y));
     tm1 = fmax(tm1, fmax(s[nb].z, s[nb].w));
   }
-  /* sl2 > 0 (the host folds the sign of the scale into Q), so max(sl2 s) = sl2 max(s) */
-  tm0 = quad_max(tm0 EMU_ARG) * sl2;
-  tm1 = quad_max(tm1 EMU_ARG) * sl2;
-  if (tm0 > mx[0] + MAX_SLACK || tm1 > mx[1] + MAX_SLACK) {
-    const float mn0 = fmax(mx[0], tm0), mn1 = fmax(mx[1], tm1);
+  /* sl2 > 0 (the kernel folds the sign of the scale into Q), so max(sl2 s) = sl2 max(s).
+   * A row's maximum is the same on the 4 lanes of its quad: the quad's
+   * maxima are formed only when some lane's own passes it (uniform branch). */
+  tm0 *= sl2;
+  tm1 *= sl2;
+  if (warp_any(tm0 > mx[0] + MAX_SLACK || tm1 > mx[1] + MAX_SLACK EMU_ARG)) {
+    const float mn0 = fmax(mx[0], quad_max(tm0 EMU_ARG)), mn1 = fmax(mx[1], quad_max(tm1 EMU_ARG));
     /* a row with nothing visible yet keeps max -inf and scale 1, never NaN */
     const float al0 = (mn0 == -INFINITY) ? 1.0f : fast_exp2(mx[0] - mn0);
     const float al1 = (mn1 == -INFINITY) ? 1.0f : fast_exp2(mx[1] - mn1);
@@ -200,10 +204,36 @@ MMA_INLINE void softmax_pv(float4 *s, float *mx, float *lsum, float4 *acc, float
   }
   lsum[0] += ps0;
   lsum[1] += ps1;
-  /* P's accumulator fragments are the A fragments of the next product */
+}
+
+/* One key tile for this warp's MT row blocks: logits (one product straight
+ * through on interior tiles), the softmax, then O += P V with P's
+ * accumulator fragments as the A fragments. */
+MMA_INLINE void tile_step(float4 *acc, float *mx, float *lsum, int cls, int n0, const uint4 *qf1,
+                         const uint4 *qf2, __local const ushort *sk, __local const int *skpos,
+                         const rr_pos *pq, float sl2, rr_args A EMU_PARAM) {
+  float4 s[MT * NB];
+  if (!tile_masked(cls, n0, A)) {
+    if (cls & RR_OUT)
+      qk_tile(s, qf2, MT, sk + BN * LDS EMU_ARG);
+    else
+      qk_tile(s, qf1, MT, sk EMU_ARG);
+  } else {
+    MMA_UNROLL
+    for (int mt = 0; mt < MT; mt++)
+      tile_logits(s + mt * NB, cls, n0, qf1 + mt * KB, qf2 + mt * KB, sk, sk + BN * LDS, skpos,
+                  pq[2 * mt], pq[2 * mt + 1], A, 1.0f EMU_ARG);
+  }
   MMA_UNROLL
-  for (int kk = 0; kk < BN / 16; kk++)
-    mma_rows(acc, afrag(s[2 * kk], s[2 * kk + 1]), sv, kk EMU_ARG);
+  for (int mt = 0; mt < MT; mt++)
+    softmax_tile(s + mt * NB, mx + 2 * mt, lsum + 2 * mt, acc + mt * DB, sl2 EMU_ARG);
+  MMA_UNROLL
+  for (int kk = 0; kk < BN / 16; kk++) {
+    uint4 pa[MT];
+    MMA_UNROLL
+    for (int mt = 0; mt < MT; mt++) pa[mt] = afrag(s[mt * NB + 2 * kk], s[mt * NB + 2 * kk + 1]);
+    mma_rows_n(acc, pa, MT, sk + 2 * BN * LDS, kk EMU_ARG);
+  }
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
@@ -226,11 +256,12 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
   const int l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
   const int m0 = rr_query_block(A) * BM, h = get_group_id(1), z = get_group_id(2);
   const int hk = h / A.G;
+  const int r0 = w * 16 * MT; /* this warp's first row of the block */
 
   stage_qpos(sqpos, qpos, vqp, z, m0, BM, A);
   barrier(CLK_LOCAL_MEM_FENCE);
   /* Q1 and Q2 stay in registers as A fragments for the whole loop. */
-  uint4 qf1[KB], qf2[KB];
+  uint4 qf1[MT * KB], qf2[MT * KB];
 #if ROTARY
   mstage_rope(Q1, vq1, z, h, m0, A.Nq, BM, smem, sqpos, 0, A);
 #else
@@ -238,7 +269,8 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
 #endif
   copy_wait();
   barrier(CLK_LOCAL_MEM_FENCE);
-  load_afrags(qf1, smem EMU_ARG);
+  MMA_UNROLL
+  for (int mt = 0; mt < MT; mt++) load_afrags_at(qf1 + mt * KB, smem, r0 + 16 * mt EMU_ARG);
   barrier(CLK_LOCAL_MEM_FENCE);
 #if ROTARY
   mstage_rope(Q1, vq1, z, h, m0, A.Nq, BM, smem, NULL, A.window, A);
@@ -247,46 +279,54 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
 #endif
   copy_wait();
   barrier(CLK_LOCAL_MEM_FENCE);
-  load_afrags(qf2, smem EMU_ARG);
+  MMA_UNROLL
+  for (int mt = 0; mt < MT; mt++) load_afrags_at(qf2 + mt * KB, smem, r0 + 16 * mt EMU_ARG);
   barrier(CLK_LOCAL_MEM_FENCE); /* the staging area becomes the K/V tiles */
   /* a negative scale: scores of -Q, so that the softmax scale sl2 is positive */
   if (A.scale < 0.0f) {
     MMA_UNROLL
-    for (int kb = 0; kb < KB; kb++) {
+    for (int kb = 0; kb < MT * KB; kb++) {
       qf1[kb] ^= (uint4)(0x80008000u);
       qf2[kb] ^= (uint4)(0x80008000u);
     }
   }
   const float sl2 = fabs(A.scale) * M_LOG2E_F; /* logits in log2 units: exp2 */
 
-  /* this lane's two rows: g and g + 8 of the warp */
-  const int r0 = w * 16 + g;
-  const long pq0 = sqpos[r0], pq1 = sqpos[r0 + 8];
+  /* this lane's rows: g and g + 8 of each row block */
+  rr_pos pq[2 * MT];
+  MMA_UNROLL
+  for (int mt = 0; mt < MT; mt++) {
+    pq[2 * mt] = sqpos[r0 + 16 * mt + g];
+    pq[2 * mt + 1] = sqpos[r0 + 16 * mt + g + 8];
+  }
   long qlo, qhi;
   qpos_range(qpos, vqp, z, m0, min(m0 + BM, A.Nq), A, &qlo, &qhi);
   int n_end = A.Nk;
   if (A.causal && !kpos) n_end = (int)clamp(qhi + 1, 0L, (long)A.Nk);
 
-  float mx[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.0f, 0.0f};
-  float4 acc[DB], s[NB];
+  float mx[2 * MT], lsum[2 * MT];
+  float4 acc[MT * DB];
   MMA_UNROLL
-  for (int db = 0; db < DB; db++) acc[db] = (float4)(0.0f);
+  for (int i = 0; i < 2 * MT; i++) {
+    mx[i] = -INFINITY;
+    lsum[i] = 0.0f;
+  }
+  MMA_UNROLL
+  for (int i = 0; i < MT * DB; i++) acc[i] = (float4)(0.0f);
 
   int n0 = rr_next_ktile(0, n_end, qlo, qhi, kpos, vkp, z, A);
 #if ROTARY
   /* k1 = RoPE(k, p_j) is computed while staging: one stage, no asynchronous copies */
-  __local ushort *sk1 = smem, *sk2 = smem + BN * LDS, *sv = smem + 2 * BN * LDS;
   while (n0 < n_end) {
     const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
     stage_kpos(skpos, kpos, vkp, z, n0, BN, A);
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (!(cls & RR_OUT)) mstage_rope(K1, vk1, z, hk, n0, A.Nk, BN, sk1, skpos, 0, A);
-    if (!(cls & RR_IN)) mstage_raw(K1, vk1, z, hk, n0, A.Nk, BN, sk2); /* k2 = k */
-    mstage_raw(V, vv, z, hk, n0, A.Nk, BN, sv);
+    if (!(cls & RR_OUT)) mstage_rope(K1, vk1, z, hk, n0, A.Nk, BN, smem, skpos, 0, A);
+    if (!(cls & RR_IN)) mstage_raw(K1, vk1, z, hk, n0, A.Nk, BN, smem + BN * LDS); /* k2 = k */
+    mstage_raw(V, vv, z, hk, n0, A.Nk, BN, smem + 2 * BN * LDS);
     copy_wait();
     barrier(CLK_LOCAL_MEM_FENCE);
-    tile_logits(s, cls, n0, qf1, qf2, sk1, sk2, skpos, pq0, pq1, A, 1.0f EMU_ARG);
-    softmax_pv(s, mx, lsum, acc, sl2, sv EMU_ARG);
+    tile_step(acc, mx, lsum, cls, n0, qf1, qf2, smem, skpos, pq, sl2, A EMU_ARG);
     n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
     barrier(CLK_LOCAL_MEM_FENCE); /* the tiles are no longer read */
   }
@@ -315,28 +355,29 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
       nn = rr_next_ktile(nn + BN, n_end, qlo, qhi, kpos, vkp, z, A);
     }
     copy_commit();
-    __local const ushort *sk = smem + cur * STAGE_ELTS;
-    const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
-    tile_logits(s, cls, n0, qf1, qf2, sk, sk + BN * LDS, NULL, pq0, pq1, A, 1.0f EMU_ARG);
-    softmax_pv(s, mx, lsum, acc, sl2, sk + 2 * BN * LDS EMU_ARG);
+    tile_step(acc, mx, lsum, rr_kclass(n0, qlo, qhi, kpos, vkp, z, A), n0, qf1, qf2,
+              smem + cur * STAGE_ELTS, NULL, pq, sl2, A EMU_ARG);
     n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
     if (++cur == STAGES) cur = 0;
   }
   copy_wait(); /* (only empty groups are left) */
 #endif
 
-  const float l0 = quad_sum(lsum[0] EMU_ARG), l1 = quad_sum(lsum[1] EMU_ARG);
-  const float i0 = (l0 > 0.0f) ? 1.0f / l0 : 0.0f, i1 = (l1 > 0.0f) ? 1.0f / l1 : 0.0f;
-  const int n_a = m0 + r0, n_b = n_a + 8;
-  store_frags(o, vo, z, h, n_a, A.Nq, acc, i0, i1);
-  if (lse && t == 0) {
-    /* natural log of the row sum: (max + log2 l) ln 2 */
-    if (n_a < A.Nq)
-      lse[vl.off + z * vl.z + h * vl.h + n_a * vl.n] =
-          (l0 > 0.0f) ? (mx[0] + log2(l0)) * M_LN2_F : -INFINITY;
-    if (n_b < A.Nq)
-      lse[vl.off + z * vl.z + h * vl.h + n_b * vl.n] =
-          (l1 > 0.0f) ? (mx[1] + log2(l1)) * M_LN2_F : -INFINITY;
+  MMA_UNROLL
+  for (int mt = 0; mt < MT; mt++) {
+    const float l0 = quad_sum(lsum[2 * mt] EMU_ARG), l1 = quad_sum(lsum[2 * mt + 1] EMU_ARG);
+    const float i0 = (l0 > 0.0f) ? 1.0f / l0 : 0.0f, i1 = (l1 > 0.0f) ? 1.0f / l1 : 0.0f;
+    const int n_a = m0 + r0 + 16 * mt + g, n_b = n_a + 8;
+    store_frags(o, vo, z, h, n_a, A.Nq, acc + mt * DB, i0, i1);
+    if (lse && t == 0) {
+      /* natural log of the row sum: (max + log2 l) ln 2 */
+      if (n_a < A.Nq)
+        lse[vl.off + z * vl.z + h * vl.h + n_a * vl.n] =
+            (l0 > 0.0f) ? (mx[2 * mt] + log2(l0)) * M_LN2_F : -INFINITY;
+      if (n_b < A.Nq)
+        lse[vl.off + z * vl.z + h * vl.h + n_b * vl.n] =
+            (l1 > 0.0f) ? (mx[2 * mt + 1] + log2(l1)) * M_LN2_F : -INFINITY;
+    }
   }
 }
 

@@ -347,7 +347,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   /* this lane's rows g and g + 8: positions, lse (log2 units; +inf where the
    * row has no keys or does not exist, so p = 0) and delta */
   const int r0 = w * 16 + g, n_a = m0 + r0, n_b = n_a + 8;
-  const long pq0 = sqpos[r0], pq1 = sqpos[r0 + 8];
+  const rr_pos pq0 = sqpos[r0], pq1 = sqpos[r0 + 8];
   float ls0 = INFINITY, ls1 = INFINITY, dl0 = 0.0f, dl1 = 0.0f;
   if (n_a < A.Nq) {
     const float x = lse[vl.off + z * vl.z + h * vl.h + n_a * vl.n];
@@ -391,24 +391,25 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
     const bool mixed = !(cls & (RR_IN | RR_OUT));
     float4 d1[NBK], d2[NBK];
     tile_logits(d1, cls, n0, qf1, qf2, sk1, sk2, kpos ? skpos : NULL, pq0, pq1, A, sl2 EMU_ARG);
+    qk_tile(d2, dof, 1, sv EMU_ARG); /* dP = dO V^T, in one straight run of mma */
     MMA_UNROLL
     for (int nb = 0; nb < NBK; nb++) {
       const float4 c = d1[nb];
-      const float4 p = (float4)(native_exp2(c.x - ls0), native_exp2(c.y - ls0),
-                                native_exp2(c.z - ls1), native_exp2(c.w - ls1));
-      const float4 dp = qk_block(nb, dof, sv EMU_ARG);
-      const float4 ds = p * (dp - (float4)(dl0, dl0, dl1, dl1));
-      if (mixed) {
+      const float4 p = (float4)(fast_exp2(c.x - ls0), fast_exp2(c.y - ls0), fast_exp2(c.z - ls1),
+                                fast_exp2(c.w - ls1));
+      d1[nb] = d2[nb] = p * (d2[nb] - (float4)(dl0, dl0, dl1, dl1)); /* dS */
+    }
+    if (mixed) {
+      MMA_UNROLL
+      for (int nb = 0; nb < NBK; nb++) {
         const int cc = nb * 8 + 2 * t;
-        const long pk0 = kpos ? skpos[cc] : n0 + cc, pk1 = kpos ? skpos[cc + 1] : n0 + cc + 1;
+        const rr_pos pk0 = kpos ? skpos[cc] : n0 + cc, pk1 = kpos ? skpos[cc + 1] : n0 + cc + 1;
         const int4 in = (int4)(rr_inside(pq0, pk0, A), rr_inside(pq0, pk1, A),
                                rr_inside(pq1, pk0, A), rr_inside(pq1, pk1, A));
-        d1[nb] = select((float4)(0.0f), ds, in != 0);
-        d2[nb] = select(ds, (float4)(0.0f), in != 0);
-      } else {
-        d1[nb] = d2[nb] = ds; /* only the tile's side is used */
+        d1[nb] = select((float4)(0.0f), d1[nb], in != 0);
+        d2[nb] = select(d2[nb], (float4)(0.0f), in != 0);
       }
-    }
+    } /* else only the tile's side is used */
     /* dQ1 += dS1 K1, dQ2 += dS2 K2 */
     MMA_UNROLL
     for (int kk = 0; kk < BN / 16; kk++) {
@@ -469,7 +470,7 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
   copy_wait();
   barrier(CLK_LOCAL_MEM_FENCE);
   const int r0 = w * 16 + g, j_a = n0 + r0;
-  const long pk0 = skpos[r0], pk1 = skpos[r0 + 8];
+  const rr_pos pk0 = skpos[r0], pk1 = skpos[r0 + 8];
   long klo, khi;
   kpos_range(kpos, vkp, z, n0, min(n0 + RB, A.Nk), &klo, &khi);
   /* Default positions and causal: the first query that sees key n0. */
@@ -521,23 +522,28 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
         MMA_UNROLL
         for (int qb = 0; qb < NBQ; qb++) d2[qb] = qk_block(qb, kf, sq2 EMU_ARG);
       }
+      if (masked) {
+        MMA_UNROLL
+        for (int qb = 0; qb < NBQ; qb++) {
+          const float4 c1 = pt[qb], c2 = mixed ? d2[qb] : c1;
+          const int c = qb * 8 + 2 * t;
+          const rr_pos pqa = sqpos[c], pqb = sqpos[c + 1];
+          /* rows are keys j_a, j_a + 8; columns queries c, c + 1 */
+          pt[qb] = (float4)(logit(c1.x, c2.x, mixed, pqa, j_a, pk0, A, sl2),
+                            logit(c1.y, c2.y, mixed, pqb, j_a, pk0, A, sl2),
+                            logit(c1.z, c2.z, mixed, pqa, j_a + 8, pk1, A, sl2),
+                            logit(c1.w, c2.w, mixed, pqb, j_a + 8, pk1, A, sl2));
+        }
+      } else {
+        MMA_UNROLL
+        for (int qb = 0; qb < NBQ; qb++) pt[qb] *= sl2;
+      }
       MMA_UNROLL
       for (int qb = 0; qb < NBQ; qb++) {
-        float4 c1 = pt[qb];
-        const float4 c2 = mixed ? d2[qb] : c1;
         const int c = qb * 8 + 2 * t;
-        const long pqa = sqpos[c], pqb = sqpos[c + 1];
-        /* rows are keys j_a, j_a + 8; columns queries c, c + 1 */
-        if (masked)
-          c1 = (float4)(logit(c1.x, c2.x, mixed, pqa, j_a, pk0, A, sl2),
-                        logit(c1.y, c2.y, mixed, pqb, j_a, pk0, A, sl2),
-                        logit(c1.z, c2.z, mixed, pqa, j_a + 8, pk1, A, sl2),
-                        logit(c1.w, c2.w, mixed, pqb, j_a + 8, pk1, A, sl2));
-        else
-          c1 *= sl2;
         const float la = slse[c], lb = slse[c + 1];
-        pt[qb] = (float4)(native_exp2(c1.x - la), native_exp2(c1.y - lb), native_exp2(c1.z - la),
-                          native_exp2(c1.w - lb));
+        pt[qb] = (float4)(fast_exp2(pt[qb].x - la), fast_exp2(pt[qb].y - lb),
+                          fast_exp2(pt[qb].z - la), fast_exp2(pt[qb].w - lb));
       }
       /* dV += P^T dO */
       MMA_UNROLL
@@ -546,19 +552,22 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
       /* dS^T = P^T (dP^T - delta), split by side of the window into pt (1) and d2 (2) */
       load_afrags(kf, sv EMU_ARG); /* now V's fragments: dP^T = V dO^T */
       MMA_UNROLL
+      for (int qb = 0; qb < NBQ; qb++) d2[qb] = qk_block(qb, kf, sdo EMU_ARG);
+      MMA_UNROLL
       for (int qb = 0; qb < NBQ; qb++) {
         const int c = qb * 8 + 2 * t;
-        const float4 dpt = qk_block(qb, kf, sdo EMU_ARG);
-        const float4 ds =
-            pt[qb] * (dpt - (float4)(sdelta[c], sdelta[c + 1], sdelta[c], sdelta[c + 1]));
-        if (mixed) {
-          const long pqa = sqpos[c], pqb = sqpos[c + 1];
+        pt[qb] = d2[qb] = /* dS^T */
+            pt[qb] * (d2[qb] - (float4)(sdelta[c], sdelta[c + 1], sdelta[c], sdelta[c + 1]));
+      }
+      if (mixed) {
+        MMA_UNROLL
+        for (int qb = 0; qb < NBQ; qb++) {
+          const int c = qb * 8 + 2 * t;
+          const rr_pos pqa = sqpos[c], pqb = sqpos[c + 1];
           const int4 in = (int4)(rr_inside(pqa, pk0, A), rr_inside(pqb, pk0, A),
                                  rr_inside(pqa, pk1, A), rr_inside(pqb, pk1, A));
-          pt[qb] = select((float4)(0.0f), ds, in != 0);
-          d2[qb] = select(ds, (float4)(0.0f), in != 0);
-        } else {
-          pt[qb] = d2[qb] = ds;
+          pt[qb] = select((float4)(0.0f), pt[qb], in != 0);
+          d2[qb] = select(d2[qb], (float4)(0.0f), in != 0);
         }
       }
       /* dK1 += dS1^T Q1, dK2 += dS2^T Q2 */

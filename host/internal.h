@@ -89,6 +89,7 @@ typedef struct clattn_tuning {
   int rerope_wg;
   int rerope_use_mma;     /* tensor-core path where the profile allows */
   int rerope_stages;      /* tensor-core forward: key tiles in the ring (>= 2), 0: 2 */
+  int rerope_warp_blocks; /* tensor-core forward: 16-row query blocks per warp (1 or 2) */
   /* quantize / dequantize / append */
   int quant_wg;
 } clattn_tuning;
@@ -269,6 +270,7 @@ typedef struct clattn_rr_plan {
   int bm, bn, wg, ct; /* tiles (-DBM, -DBN) and work-group */
   int q_rows, k_rows; /* rows per work-group: queries (forward, dq), keys (dk/dv) */
   int stages;         /* tensor-core forward: key tiles in flight + 1 (-DSTAGES), else 0 */
+  int mt;             /* tensor-core forward: 16-row blocks per warp (-DMT), else 0 */
 } clattn_rr_plan;
 
 /* Chooses kernels and tiles; `views` are the tensors the kernels read with

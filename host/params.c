@@ -24,7 +24,7 @@ typedef struct row {
   .decode_mma_int4_wg = (int4_wg), .decode_mma_int4_stages = (int4_stages),                     \
   .decode_mma_fp8_wg = (fp8_wg), .decode_mma_fp8_stages = (fp8_stages)
 #define RROPE(bm, bn, wg, mma) .rerope_block_m = (bm), .rerope_block_n = (bn), .rerope_wg = (wg), .rerope_use_mma = (mma)
-#define RROPE_MMA(stages) .rerope_stages = (stages)
+#define RROPE_MMA(stages, warp_blocks) .rerope_stages = (stages), .rerope_warp_blocks = (warp_blocks)
 #define OTHERS(merge, quant) .merge_wg = (merge), .quant_wg = (quant)
 
 static const row table[] = {
@@ -38,8 +38,8 @@ static const row table[] = {
  * memory 1.02), fp8 straight from global with 6 warps, 2 blocks in flight
  * (1.12-1.16 ms; staged 1.26).
  * ReRoPE forward key tiles of 32: 5.27 against 5.75 ms for 64. */
-    {"nvidia-sm9", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4, 1024, 256, 2, 192, 0), RROPE(64, 32, 128, 1), RROPE_MMA(2), OTHERS(128, 256)}},
-    {"nvidia-sm8", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4, 1024, 256, 2, 192, 0), RROPE(64, 32, 128, 1), RROPE_MMA(2), OTHERS(128, 256)}},
+    {"nvidia-sm9", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4, 1024, 256, 2, 192, 0), RROPE(64, 32, 128, 1), RROPE_MMA(2, 2), OTHERS(128, 256)}},
+    {"nvidia-sm8", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4, 1024, 256, 2, 192, 0), RROPE(64, 32, 128, 1), RROPE_MMA(2, 2), OTHERS(128, 256)}},
     {"nvidia", {DECODE(128, 2, 256, 128, 0, 0, 0), RROPE(32, 32, 128, 0), OTHERS(128, 256)}},
     /* CDNA (wave64) and RDNA (wave32): unmeasured, NVIDIA's choices */
     {"amd-gfx9", {DECODE(256, 4, 256, 128, 0, 0, 0), RROPE(32, 32, 256, 0), OTHERS(256, 256)}},
@@ -66,7 +66,7 @@ static const struct {
     FIELD(decode_mma_blocks), FIELD(decode_mma_int4_wg), FIELD(decode_mma_int4_stages),
     FIELD(decode_mma_fp8_wg), FIELD(decode_mma_fp8_stages), FIELD(merge_wg),
     FIELD(rerope_block_m), FIELD(rerope_block_n), FIELD(rerope_wg),
-    FIELD(rerope_use_mma), FIELD(rerope_stages), FIELD(quant_wg),
+    FIELD(rerope_use_mma), FIELD(rerope_stages), FIELD(rerope_warp_blocks), FIELD(quant_wg),
 };
 #undef FIELD
 

@@ -230,7 +230,9 @@ static bool plan_mma(const clattn_context *ctx, const clattn_rr_problem *p, clat
   const size_t row = 2 * ((size_t)p->D + 8), emu = emulate ? 2 * 4 * 8 * (size_t)pl->wg : 0;
   size_t bytes;
   if (kind == CLATTN_RR_FWD) {
-    pl->bm = pl->q_rows = 16 * (pl->wg / 32);
+    /* each warp owns mt blocks of 16 query rows */
+    pl->mt = ctx->tuning.rerope_warp_blocks == 2 ? 2 : 1;
+    pl->bm = pl->q_rows = 16 * pl->mt * (pl->wg / 32);
     const int tbn = ctx->tuning.rerope_block_n;
     pl->bn = p->D <= 64 ? (tbn == 32 || tbn == 64 ? tbn : 64) : 32;
     /* a ring of key tiles (K1, K2, V each) streams in while one is computed;
@@ -241,7 +243,11 @@ static bool plan_mma(const clattn_context *ctx, const clattn_rr_problem *p, clat
     const size_t budget = ctx->profile.local_mem_bytes - fixed;
     while (pl->stages * 3 * pl->bn * row > budget && pl->bn > 16) pl->bn /= 2;
     while (pl->stages * 3 * pl->bn * row > budget && pl->stages > 2) pl->stages--;
-    if (pl->stages * 3 * pl->bn < pl->bm) return false; /* Q is staged where the key tiles go */
+    if (pl->stages * 3 * pl->bn < pl->bm && pl->mt == 2) { /* Q is staged where the key tiles go */
+      pl->mt = 1;
+      pl->bm = pl->q_rows = 16 * (pl->wg / 32);
+    }
+    if (pl->stages * 3 * pl->bn < pl->bm) return false;
     bytes = pl->stages * 3 * pl->bn * row + 4 * ((size_t)pl->bm + pl->bn) + emu;
   } else { /* dq: 64 query rows, key tiles of 32; dk/dv: 64 keys, query tiles of 32 */
     pl->q_rows = pl->k_rows = 64;
@@ -269,8 +275,8 @@ clattn_status clattn_rr_plan_make(const clattn_context *ctx, const clattn_rr_pro
 
 void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *pl, char *buf,
                        size_t size) {
-  char stages[24] = "";
-  if (pl->stages) snprintf(stages, sizeof stages, " -DSTAGES=%d", pl->stages);
+  char stages[40] = "";
+  if (pl->stages) snprintf(stages, sizeof stages, " -DSTAGES=%d -DMT=%d", pl->stages, pl->mt);
   snprintf(buf, size, "-DDT=%s -DD=%d -DROTARY=%d -DBM=%d -DBN=%d -DWG=%d -DCT=%d -DRR_MMA=%d%s%s%s%s",
            clattn_dtype_cl(p->dtype), p->D, p->rotary, pl->bm, pl->bn, pl->wg, pl->ct, pl->mma,
            stages, p->q_pos ? " -DQPOS=1" : "", p->k_pos ? " -DKPOS=1" : "",
@@ -395,7 +401,7 @@ void clattn_rerope_variants(clattn_variant_fn fn, void *priv) {
   memset(&p, 0, sizeof p);
   p.dtype = CLATTN_F16;
   p.D = 64;
-  clattn_rr_plan pl = {1, 1, 64, 32, 128, 8, 64, 64, 3};
+  clattn_rr_plan pl = {1, 1, 128, 32, 128, 8, 128, 64, 3, 2};
   clattn_rr_options(&p, &pl, opts, sizeof opts);
   fn(priv, "rerope.cl", opts);
   pl.bm = pl.bn = 32;

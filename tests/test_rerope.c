@@ -27,6 +27,7 @@ typedef struct rcase {
   int cross_check; /* rotary: also the explicit kernels on host-rotated inputs */
   float scale;     /* softmax scale (0: 1/sqrt(D)) */
   int stages;      /* the tensor-core forward's ring of key tiles (0: the tuning row's) */
+  int warp_blocks; /* ... and its 16-row query blocks per warp (0: the tuning row's) */
 } rcase;
 
 static double *rand_tensor(size_t n, clattn_dtype dt) {
@@ -170,7 +171,7 @@ static bool runs_mma(const clattn_tensor *q, const clattn_tensor *k, const clatt
 
 static void run_case(const rcase *c) {
   char name[256];
-  CASE_NAME(name, "rerope Z=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d W=%d %s%s%s%s%s%s%s scale=%g stages=%d", c->Z, c->Hq,
+  CASE_NAME(name, "rerope Z=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d W=%d %s%s%s%s%s%s%s scale=%g stages=%d mt=%d", c->Z, c->Hq,
             c->Hkv, c->Nq, c->Nk, c->D, c->W, clattn_dtype_name(c->dt), c->causal ? " causal" : "",
             c->rotary ? (c->interleaved ? " rotary-interleaved" : " rotary-neox") : "",
             c->positions == 1   ? " pos"
@@ -180,12 +181,13 @@ static void run_case(const rcase *c) {
             c->path == 1   ? " portable"
             : c->path == 2 ? " mma"
                            : "",
-            (double)c->scale, c->stages);
+            (double)c->scale, c->stages, c->warp_blocks);
   if (getenv("RR_ONLY") && !strstr(name, getenv("RR_ONLY"))) return;
   fprintf(stderr, "  %s\n", name);
   clattn_force_path(c->path);
   const clattn_tuning saved = fx.ctx->tuning;
   if (c->stages) fx.ctx->tuning.rerope_stages = c->stages;
+  if (c->warp_blocks) fx.ctx->tuning.rerope_warp_blocks = c->warp_blocks;
   const float scale = c->scale;
   const double ref_scale = scale != 0.0f ? (double)scale : 1.0 / sqrt((double)c->D);
   const int Z = c->Z, Hq = c->Hq, Hkv = c->Hkv, Nq = c->Nq, Nk = c->Nk, D = c->D;
@@ -512,7 +514,8 @@ static void test_mma(void) {
   c.bwd = 1;
   run_case(&c);
   /* the forward's ring of key tiles wrapping unevenly (3 stages over 4 and 2
-   * tiles), and a negative scale (its sign folded into Q) */
+   * tiles), a negative scale (its sign folded into Q), and two blocks of 16
+   * query rows per warp (Nq = 70: the second block of the second warp idle) */
   c.stages = 3;
   c.scale = -0.3f;
   run_case(&c);
@@ -520,7 +523,15 @@ static void test_mma(void) {
   c.Nk = 100;
   c.scale = 0.0f;
   run_case(&c);
-  c.stages = 0;
+  c.warp_blocks = 2;
+  run_case(&c);
+  c.stages = 2;
+  c.causal = 1;
+  c.Nq = 150;
+  c.Nk = 170;
+  run_case(&c);
+  c.stages = c.warp_blocks = 0;
+  c.Nq = 70;
   c.dt = CLATTN_BF16;
   c.D = 48;
   c.causal = 0;
