@@ -43,7 +43,8 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
   __local int tqpos[BM], tkpos[BN];
 
   const int lid = get_local_id(0), r = lid / CT, c = lid % CT;
-  const int m0 = rr_query_block(A) * BM, h = get_group_id(1), z = get_group_id(2);
+  const int2 bh = rr_qblock_head(A);
+  const int m0 = bh.x * BM, h = bh.y, z = get_group_id(2);
   const int hk = h / A.G;
   const int m_end = min(m0 + BM, A.Nq);
 
@@ -213,17 +214,7 @@ MMA_INLINE void tile_step(float4 *acc, float *mx, float *lsum, int cls, int n0, 
                          const uint4 *qf2, __local const ushort *sk, __local const int *skpos,
                          const rr_pos *pq, float sl2, rr_args A EMU_PARAM) {
   float4 s[MT * NB];
-  if (!tile_masked(cls, n0, A)) {
-    if (cls & RR_OUT)
-      qk_tile(s, qf2, MT, sk + BN * LDS EMU_ARG);
-    else
-      qk_tile(s, qf1, MT, sk EMU_ARG);
-  } else {
-    MMA_UNROLL
-    for (int mt = 0; mt < MT; mt++)
-      tile_logits(s + mt * NB, cls, n0, qf1 + mt * KB, qf2 + mt * KB, sk, sk + BN * LDS, skpos,
-                  pq[2 * mt], pq[2 * mt + 1], A, 1.0f EMU_ARG);
-  }
+  tile_logits(s, MT, cls, n0, qf1, qf2, sk, sk + BN * LDS, skpos, pq, A, 1.0f EMU_ARG);
   MMA_UNROLL
   for (int mt = 0; mt < MT; mt++)
     softmax_tile(s + mt * NB, mx + 2 * mt, lsum + 2 * mt, acc + mt * DB, sl2 EMU_ARG);
@@ -254,7 +245,8 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
   __global const ushort *V = (__global const ushort *)v;
 
   const int l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
-  const int m0 = rr_query_block(A) * BM, h = get_group_id(1), z = get_group_id(2);
+  const int2 bh = rr_qblock_head(A);
+  const int m0 = bh.x * BM, h = bh.y, z = get_group_id(2);
   const int hk = h / A.G;
   const int r0 = w * 16 * MT; /* this warp's first row of the block */
 

@@ -70,7 +70,8 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
   __local float tpt[BN * (BM + 1)], tds1[BN * (BM + 1)], tds2[BN * (BM + 1)];
 
   const int lid = get_local_id(0), r = lid / CT, c = lid % CT;
-  const int n0 = get_group_id(0) * BN, hk = get_group_id(1), z = get_group_id(2);
+  const int2 bh = rr_kblock_head(A);
+  const int n0 = bh.x * BN, hk = bh.y, z = get_group_id(2);
   const int n1 = min(n0 + BN, A.Nk);
 
   stage_kpos(tkpos, kpos, vkp, z, n0, BN, A);
@@ -188,7 +189,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   __local float tds1[BM * (BN + 1)], tds2[BM * (BN + 1)];
 
   const int lid = get_local_id(0), r = lid / CT, c = lid % CT;
-  const int m0 = rr_query_block(A) * BM, h = get_group_id(1), z = get_group_id(2);
+  const int2 bh = rr_qblock_head(A);
+  const int m0 = bh.x * BM, h = bh.y, z = get_group_id(2);
   const int hk = h / A.G;
   const int m1 = min(m0 + BM, A.Nq);
 
@@ -322,7 +324,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   __global const ushort *V = (__global const ushort *)v, *DO = (__global const ushort *)dout;
 
   const int l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
-  const int m0 = rr_query_block(A) * RB, h = get_group_id(1), z = get_group_id(2);
+  const int2 bh = rr_qblock_head(A);
+  const int m0 = bh.x * RB, h = bh.y, z = get_group_id(2);
   const int hk = h / A.G;
 
   stage_qpos(sqpos, qpos, vqp, z, m0, RB, A);
@@ -390,7 +393,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
      * window: d1 (q1 . k1 pairs), d2 (q2 . k2 pairs) */
     const bool mixed = !(cls & (RR_IN | RR_OUT));
     float4 d1[NBK], d2[NBK];
-    tile_logits(d1, cls, n0, qf1, qf2, sk1, sk2, kpos ? skpos : NULL, pq0, pq1, A, sl2 EMU_ARG);
+    const rr_pos pq[2] = {pq0, pq1};
+    tile_logits(d1, 1, cls, n0, qf1, qf2, sk1, sk2, kpos ? skpos : NULL, pq, A, sl2 EMU_ARG);
     qk_tile(d2, dof, 1, sv EMU_ARG); /* dP = dO V^T, in one straight run of mma */
     MMA_UNROLL
     for (int nb = 0; nb < NBK; nb++) {
@@ -455,7 +459,8 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
   __global const ushort *V = (__global const ushort *)v, *DO = (__global const ushort *)dout;
 
   const int lid = get_local_id(0), l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
-  const int n0 = get_group_id(0) * RB, hk = get_group_id(1), z = get_group_id(2);
+  const int2 bh = rr_kblock_head(A);
+  const int n0 = bh.x * RB, hk = bh.y, z = get_group_id(2);
 
   stage_kpos(skpos, kpos, vkp, z, n0, RB, A);
   barrier(CLK_LOCAL_MEM_FENCE);
