@@ -531,7 +531,7 @@ static void test_mma(void) {
   c.Nk = 170;
   run_case(&c);
   c.stages = c.warp_blocks = 0;
-  c.Nq = 70;
+  c.Nk = 200;
   c.dt = CLATTN_BF16;
   c.D = 48;
   c.causal = 0;
