@@ -177,11 +177,22 @@ MMA_INLINE void softmax_tile(float4 *s, float *mx, float *lsum, float4 *acc, flo
   }
   /* sl2 > 0 (the kernel folds the sign of the scale into Q), so max(sl2 s) = sl2 max(s).
    * A row's maximum is the same on the 4 lanes of its quad: the quad's
-   * maxima are formed only when some lane's own passes it (uniform branch). */
+   * maxima are formed only when some lane's own passes it (a warp-uniform
+   * branch). The emulation's shuffles are work-group barriers, which must not
+   * sit in a branch that warps may take differently: there the quad's maxima
+   * are formed first (the same test, the same values). */
   tm0 *= sl2;
   tm1 *= sl2;
+#if MMA_EMULATE
+  tm0 = quad_max(tm0 EMU_ARG);
+  tm1 = quad_max(tm1 EMU_ARG);
+#endif
   if (warp_any(tm0 > mx[0] + MAX_SLACK || tm1 > mx[1] + MAX_SLACK EMU_ARG)) {
-    const float mn0 = fmax(mx[0], quad_max(tm0 EMU_ARG)), mn1 = fmax(mx[1], quad_max(tm1 EMU_ARG));
+#if !MMA_EMULATE
+    tm0 = quad_max(tm0 EMU_ARG);
+    tm1 = quad_max(tm1 EMU_ARG);
+#endif
+    const float mn0 = fmax(mx[0], tm0), mn1 = fmax(mx[1], tm1);
     /* a row with nothing visible yet keeps max -inf and scale 1, never NaN */
     const float al0 = (mn0 == -INFINITY) ? 1.0f : fast_exp2(mx[0] - mn0);
     const float al1 = (mn1 == -INFINITY) ? 1.0f : fast_exp2(mx[1] - mn1);
