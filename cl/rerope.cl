@@ -9,10 +9,11 @@
  * Two implementations of one kernel, one argument list:
  *   portable (RR_MMA 0): work-item (r, c) of WG = RT x CT owns rows r + RT*i
  *     and score columns c + CT*u; the softmax row max goes through local memory.
- *   tensor cores (RR_MMA 1, NVIDIA inline PTX, cl/rerope_mma.clh): four warps,
- *     16 query rows each; Q1, Q2 held as mma A fragments, mma.sync m16n8k16
- *     for S = Q K^T and O += P V (P goes from accumulator to A fragment in
- *     registers); cp.async streams V during S and the next K during P V. */
+ *   tensor cores (RR_MMA 1, NVIDIA inline PTX, cl/rerope_mma.clh): WG / 32
+ *     warps of MT blocks of 16 query rows; Q1, Q2 held as mma A fragments,
+ *     mma.sync m16n8k16 for S = Q K^T and O += P V (P goes from accumulator
+ *     to A fragment in registers); a ring of STAGES key tiles streams in by
+ *     cp.async while one is computed, one barrier per tile. */
 #include "rerope.clh"
 
 #if RR_MMA
