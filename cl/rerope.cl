@@ -44,7 +44,7 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
   __local int tqpos[BM], tkpos[BN];
 
   const int lid = get_local_id(0), r = lid / CT, c = lid % CT;
-  const int2 bh = rr_qblock_head(A);
+  const int2 bh = rr_block_head(A, A.Hq, true);
   const int m0 = bh.x * BM, h = bh.y, z = get_group_id(2);
   const int hk = h / A.G;
   const int m_end = min(m0 + BM, A.Nq);
@@ -157,15 +157,6 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
  * is rescaled far less often than once per tile. */
 #define MAX_SLACK 8.0f
 
-/* Key tile n0 of class cls into stage x: K1 and / or K2 as the class needs, and V. */
-static inline void stage_ktile(__global const ushort *K1, rr_view vk1, __global const ushort *K2,
-                               rr_view vk2, __global const ushort *V, rr_view vv, int z, int hk,
-                               int n0, int cls, __local ushort *x, rr_args A) {
-  if (!(cls & RR_OUT)) mstage_raw(K1, vk1, z, hk, n0, A.Nk, BN, x);
-  if (!(cls & RR_IN)) mstage_raw(K2, vk2, z, hk, n0, A.Nk, BN, x + BN * LDS);
-  mstage_raw(V, vv, z, hk, n0, A.Nk, BN, x + 2 * BN * LDS);
-}
-
 /* One row block's share of a tile of the online softmax: raw scores s (-inf
  * where masked) become p = 2^(sl2 s - max); the row maxima (log2 units) and
  * sums, and the accumulator, are rescaled when a maximum moves. */
@@ -257,7 +248,7 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
   __global const ushort *V = (__global const ushort *)v;
 
   const int l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
-  const int2 bh = rr_qblock_head(A);
+  const int2 bh = rr_block_head(A, A.Hq, true);
   const int m0 = bh.x * BM, h = bh.y, z = get_group_id(2);
   const int hk = h / A.G;
   const int r0 = w * 16 * MT; /* this warp's first row of the block */
@@ -325,9 +316,7 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
     const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
     stage_kpos(skpos, kpos, vkp, z, n0, BN, A);
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (!(cls & RR_OUT)) mstage_rope(K1, vk1, z, hk, n0, A.Nk, BN, smem, skpos, 0, A);
-    if (!(cls & RR_IN)) mstage_raw(K1, vk1, z, hk, n0, A.Nk, BN, smem + BN * LDS); /* k2 = k */
-    mstage_raw(V, vv, z, hk, n0, A.Nk, BN, smem + 2 * BN * LDS);
+    mstage_ktile(K1, vk1, K2, vk2, V, vv, z, hk, n0, BN, cls, smem, skpos, A);
     copy_wait();
     barrier(CLK_LOCAL_MEM_FENCE);
     tile_step(acc, mx, lsum, cls, n0, qf1, qf2, smem, skpos, pq, sl2, A EMU_ARG);
@@ -341,8 +330,8 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
   int nn = n0;
   for (int st = 0; st + 1 < STAGES; st++) {
     if (nn < n_end) {
-      stage_ktile(K1, vk1, K2, vk2, V, vv, z, hk, nn, rr_kclass(nn, qlo, qhi, kpos, vkp, z, A),
-                  smem + st * STAGE_ELTS, A);
+      mstage_ktile(K1, vk1, K2, vk2, V, vv, z, hk, nn, BN,
+                   rr_kclass(nn, qlo, qhi, kpos, vkp, z, A), smem + st * STAGE_ELTS, NULL, A);
       nn = rr_next_ktile(nn + BN, n_end, qlo, qhi, kpos, vkp, z, A);
     }
     copy_commit();
@@ -354,8 +343,8 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
     int nxt = cur + STAGES - 1;
     if (nxt >= STAGES) nxt -= STAGES;
     if (nn < n_end) {
-      stage_ktile(K1, vk1, K2, vk2, V, vv, z, hk, nn, rr_kclass(nn, qlo, qhi, kpos, vkp, z, A),
-                  smem + nxt * STAGE_ELTS, A);
+      mstage_ktile(K1, vk1, K2, vk2, V, vv, z, hk, nn, BN,
+                   rr_kclass(nn, qlo, qhi, kpos, vkp, z, A), smem + nxt * STAGE_ELTS, NULL, A);
       nn = rr_next_ktile(nn + BN, n_end, qlo, qhi, kpos, vkp, z, A);
     }
     copy_commit();

@@ -70,7 +70,7 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
   __local float tpt[BN * (BM + 1)], tds1[BN * (BM + 1)], tds2[BN * (BM + 1)];
 
   const int lid = get_local_id(0), r = lid / CT, c = lid % CT;
-  const int2 bh = rr_kblock_head(A);
+  const int2 bh = rr_block_head(A, A.Hq / A.G, false);
   const int n0 = bh.x * BN, hk = bh.y, z = get_group_id(2);
   const int n1 = min(n0 + BN, A.Nk);
 
@@ -189,7 +189,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   __local float tds1[BM * (BN + 1)], tds2[BM * (BN + 1)];
 
   const int lid = get_local_id(0), r = lid / CT, c = lid % CT;
-  const int2 bh = rr_qblock_head(A);
+  const int2 bh = rr_block_head(A, A.Hq, true);
   const int m0 = bh.x * BM, h = bh.y, z = get_group_id(2);
   const int hk = h / A.G;
   const int m1 = min(m0 + BM, A.Nq);
@@ -324,7 +324,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   __global const ushort *V = (__global const ushort *)v, *DO = (__global const ushort *)dout;
 
   const int l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
-  const int2 bh = rr_qblock_head(A);
+  const int2 bh = rr_block_head(A, A.Hq, true);
   const int m0 = bh.x * RB, h = bh.y, z = get_group_id(2);
   const int hk = h / A.G;
 
@@ -378,14 +378,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
     barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile (and the staging) is no longer read */
     stage_kpos(skpos, kpos, vkp, z, n0, BN, A);
 #if ROTARY
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (!(cls & RR_OUT)) mstage_rope(K1, vk1, z, hk, n0, A.Nk, BN, sk1, skpos, 0, A);
-    if (!(cls & RR_IN)) mstage_raw(K1, vk1, z, hk, n0, A.Nk, BN, sk2); /* k2 = k */
-#else
-    if (!(cls & RR_OUT)) mstage_raw(K1, vk1, z, hk, n0, A.Nk, BN, sk1);
-    if (!(cls & RR_IN)) mstage_raw(K2, vk2, z, hk, n0, A.Nk, BN, sk2);
+    barrier(CLK_LOCAL_MEM_FENCE); /* the positions, for k1's rotation */
 #endif
-    mstage_raw(V, vv, z, hk, n0, A.Nk, BN, sv);
+    mstage_ktile(K1, vk1, K2, vk2, V, vv, z, hk, n0, BN, cls, sk1, skpos, A);
     copy_wait();
     barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -459,19 +454,12 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
   __global const ushort *V = (__global const ushort *)v, *DO = (__global const ushort *)dout;
 
   const int lid = get_local_id(0), l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
-  const int2 bh = rr_kblock_head(A);
+  const int2 bh = rr_block_head(A, A.Hq / A.G, false);
   const int n0 = bh.x * RB, hk = bh.y, z = get_group_id(2);
 
   stage_kpos(skpos, kpos, vkp, z, n0, RB, A);
   barrier(CLK_LOCAL_MEM_FENCE);
-#if ROTARY
-  mstage_rope(K1, vk1, z, hk, n0, A.Nk, RB, sk1, skpos, 0, A);
-  mstage_raw(K1, vk1, z, hk, n0, A.Nk, RB, sk2);
-#else
-  mstage_raw(K1, vk1, z, hk, n0, A.Nk, RB, sk1);
-  mstage_raw(K2, vk2, z, hk, n0, A.Nk, RB, sk2);
-#endif
-  mstage_raw(V, vv, z, hk, n0, A.Nk, RB, sv);
+  mstage_ktile(K1, vk1, K2, vk2, V, vv, z, hk, n0, RB, 0, sk1, skpos, A);
   copy_wait();
   barrier(CLK_LOCAL_MEM_FENCE);
   const int r0 = w * 16 + g, j_a = n0 + r0;
