@@ -34,12 +34,12 @@ static const row table[] = {
      * the portable form keeps 2 per SM and a work-item per key (it beat 16
      * lanes per key, 2.9 against 1.9 TB/s, and staged K tiles, 2.3 TB/s).
      * Quantized rows on tensor cores (B=64 ctx=32768): int4 through a ring of 2
- * staged blocks per warp with 8 warps (0.90 ms; rows straight from global
- * memory 1.02), fp8 straight from global with 6 warps, 2 blocks in flight
- * (1.12-1.16 ms; staged 1.26).
- * ReRoPE forward (Z=1 H=32 N=8192 D=64 W=2048, non-causal): key tiles of 32,
- * a ring of 2 tiles, 2 blocks of 16 query rows per warp (2.84 ms; 1 block
- * 3.47, 3 tiles 2.98). */
+     * staged blocks per warp with 8 warps (0.90 ms; rows straight from global
+     * memory 1.02), fp8 straight from global with 6 warps, 2 blocks in flight
+     * (1.12-1.16 ms; staged 1.26).
+     * ReRoPE forward (Z=1 H=32 N=8192 D=64 W=2048, non-causal): key tiles of
+     * 32, a ring of 2 tiles, 2 blocks of 16 query rows per warp (2.84 ms; 1
+     * block 3.47, 3 tiles 2.98). */
     {"nvidia-sm9", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4, 1024, 256, 2, 192, 0), RROPE(64, 32, 128, 1), RROPE_MMA(2, 2), OTHERS(128, 256)}},
     {"nvidia-sm8", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4, 1024, 256, 2, 192, 0), RROPE(64, 32, 128, 1), RROPE_MMA(2, 2), OTHERS(128, 256)}},
     {"nvidia", {DECODE(128, 2, 256, 128, 0, 0, 0), RROPE(32, 32, 128, 0), OTHERS(128, 256)}},
