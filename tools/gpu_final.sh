@@ -2,16 +2,21 @@
 # On the H200 (device tool): every test suite on the NVIDIA device (fast paths,
 # then the decode and ReRoPE suites with CLATTN_PORTABLE=1: the portable twins
 # and the emulated tensor-core kernels on the same GPU), then the issues'
-# benchmarks. Logs under $OUT.
+# benchmarks. Logs under $OUT (tests.txt, bench.txt: two files, within what the
+# device tool brings back); the suites' summary lines come again at the end.
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 B=./build-gpu
-for t in decode rerope kvcache merge host baseline; do
-  $B/tests/test_$t > $OUT/test_$t.txt 2>&1; echo "test_$t rc=$? $(grep -E '^ +asserts' $OUT/test_$t.txt)"
-done
-for t in decode rerope; do
-  CLATTN_PORTABLE=1 $B/tests/test_$t > $OUT/test_${t}_portable.txt 2>&1; echo "test_$t portable rc=$? $(grep -E '^ +asserts' $OUT/test_${t}_portable.txt)"
-done
+: > $OUT/tests.txt
+: > /tmp/summary.txt
+suite() { # name, then the command
+  local name=$1 log=/tmp/suite.txt; shift
+  "$@" > $log 2>&1
+  echo "$name rc=$? $(grep -E '^ +asserts' $log)" | tee -a /tmp/summary.txt
+  { echo "===== $name"; cat $log; } >> $OUT/tests.txt
+}
+for t in decode rerope kvcache merge host baseline; do suite test_$t $B/tests/test_$t; done
+for t in decode rerope; do suite "test_$t portable" env CLATTN_PORTABLE=1 $B/tests/test_$t; done
 d() { echo "== clattn run decode $*"; $B/clattn run decode "$@" 2>&1 | grep -E "^decode|^check|^time|^bandwidth|error|FAIL"; }
 {
 for s in "1 32768" "64 4096" "64 32768"; do set -- $s
@@ -32,3 +37,4 @@ for c in "" --causal; do
   $B/clattn run rerope --z 1 --heads 32 --n 8192 --head-dim 64 --window 2048 --dtype f16 $c --backward --repeat 10 2>&1 | grep -iE "forward|backward|error|check"
 done
 } 2>&1 | tee $OUT/bench.txt
+echo "== test suites"; cat /tmp/summary.txt
