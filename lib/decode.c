@@ -18,6 +18,7 @@ typedef struct plan {
   bool mma, emulate; /* the tensor-core form (cl/decode_mma.clh); its PTX emulated (tests) */
   int nblk;          /* its 16-key blocks per warp in flight */
   int stages;        /* its ring of blocks per warp for quantized rows (0: none) */
+  bool rows32;       /* 16 rows of K, V (and their scale-shift words) span < 2^31 elements */
   clattn_dtype qdt, kvdt, odt;
   size_t part_o_elems, lse_offset_bytes, ws_bytes;
 } plan;
@@ -279,7 +280,7 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
       pl->D % 64 == 0) {
     pl->mma = true;
     /* 16-key blocks in flight per warp: enough bytes to cover the latency */
-    pl->nblk = t->decode_mma_blocks ? t->decode_mma_blocks : pl->kv_q == 2 ? 2 : 1;
+    pl->nblk = t->decode_mma_blocks ? t->decode_mma_blocks : 1;
     pl->emulate = !ptx;
     pl->lane_keys = pl->kstage = false;
     pl->RB = pl->rows <= 8 ? 8 : 16;
@@ -287,6 +288,10 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
     const int qwg = pl->kv_q == 1 ? t->decode_mma_int4_wg : pl->kv_q == 2 ? t->decode_mma_fp8_wg : 0;
     if (qwg >= 32 && qwg % 32 == 0) pl->WG = qwg; /* whole warps; the lookup kept it within the device */
     plan_stages(ctx, p, pl);
+    pl->rows32 = true;
+    const clattn_tensor *ts[4] = {&p->k, &p->v, &p->maybe_k_scale_shift, &p->maybe_v_scale_shift};
+    for (int i = 0; i < (pl->kv_q == 2 ? 4 : 2); i++)
+      if (ts[i]->stride[1] < 0 || ts[i]->stride[1] >= ((int64_t)1 << 27)) pl->rows32 = false;
   }
 
   /* split count: fill the compute units unless fixed */
@@ -323,11 +328,11 @@ static void decode_options(const plan *pl, bool split, char *buf, size_t size) {
   snprintf(buf, size,
            "-DQ_DT=%s -DKV_DT=%s -DO_DT=%s -DD=%d -DWG=%d -DRB=%d -DKV_Q=%d -DKV_GROUPS=%d "
            "-DFP8_FNUZ=%d -DALIGNED=%d -DPAGED=%d -DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DSPLIT=%d "
-           "-DLANE_KEYS=%d -DKSTAGE=%d -DMMA=%d -DNBLK=%d -DSTAGES=%d%s%s",
+           "-DLANE_KEYS=%d -DKSTAGE=%d -DMMA=%d -DNBLK=%d -DSTAGES=%d -DROWS32=%d%s%s",
            clattn_dtype_cl(pl->qdt), clattn_dtype_cl(pl->kv_q ? CLATTN_F32 : pl->kvdt),
            clattn_dtype_cl(pl->odt), pl->D, pl->WG, pl->RB, pl->kv_q, pl->kv_groups, pl->fnuz,
            pl->aligned, pl->paged, pl->varlen, pl->causal, pl->bias, split, pl->lane_keys, pl->kstage,
-           pl->mma, pl->nblk > 0 ? pl->nblk : 1, pl->stages, pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
+           pl->mma, pl->nblk > 0 ? pl->nblk : 1, pl->stages, pl->rows32, pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
 }
 
 clattn_status clattn_decode_workspace_size(clattn_context *ctx, const clattn_decode_params *params,
