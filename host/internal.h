@@ -75,7 +75,7 @@ typedef struct clattn_tuning {
   int decode_mma;         /* the tensor-core form where the profile and shape allow */
   int decode_mma_splits_per_cu; /* its split target */
   int decode_mma_min_keys; /* its fewest keys per split (0: decode_min_keys_per_split) */
-  int decode_mma_blocks;  /* its 16-key blocks in flight per warp (0: by K/V format) */
+  int decode_mma_blocks;  /* its 16-key blocks in flight per warp (0: 1) */
   /* its quantized forms, per format: work-items per group (0: decode_wg), and
    * rows through a ring of this many blocks per warp in local memory
    * (asynchronous copies; 0: straight from global memory) */

@@ -29,19 +29,19 @@ typedef struct row {
 
 static const row table[] = {
     /* Hopper / Ampere (H200 measurements, tools/PERF.md). Decode takes the
-     * tensor-core form (f16/bf16 q, D % 64 == 0) with 4 groups per SM as the
-     * split target (B=64 ctx=32768: 4.4 TB/s; 8 per SM equal, 2 per SM 3.6);
+     * tensor-core form (f16/bf16 q, D % 64 == 0) with 2 groups per SM as the
+     * split target (B=64 ctx=32768: f16 1.88 ms, 4.6 TB/s; 4 per SM 1.90);
      * the portable form keeps 2 per SM and a work-item per key (it beat 16
      * lanes per key, 2.9 against 1.9 TB/s, and staged K tiles, 2.3 TB/s).
-     * Quantized rows on tensor cores (B=64 ctx=32768): int4 through a ring of 2
-     * staged blocks per warp with 8 warps (0.90 ms; rows straight from global
-     * memory 1.02), fp8 straight from global with 6 warps, 2 blocks in flight
-     * (1.12-1.16 ms; staged 1.26).
+     * Quantized rows on tensor cores (B=64 ctx=32768) go straight from
+     * global memory, one block per warp in flight: int4 with 4 warps per
+     * group (0.77 ms; through a ring of 2 staged blocks with 8 warps 0.93),
+     * fp8 with 8 warps (1.02 ms; 6 warps with 2 blocks in flight 1.09).
      * ReRoPE forward (Z=1 H=32 N=8192 D=64 W=2048, non-causal): key tiles of
      * 32, a ring of 2 tiles, 2 blocks of 16 query rows per warp (2.84 ms; 1
      * block 3.47, 3 tiles 2.98). */
-    {"nvidia-sm9", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4, 1024, 256, 2, 192, 0), RROPE(64, 32, 128, 1), RROPE_MMA(2, 2), OTHERS(128, 256)}},
-    {"nvidia-sm8", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 4, 1024, 256, 2, 192, 0), RROPE(64, 32, 128, 1), RROPE_MMA(2, 2), OTHERS(128, 256)}},
+    {"nvidia-sm9", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 2, 1024, 128, 0, 256, 0), RROPE(64, 32, 128, 1), RROPE_MMA(2, 2), OTHERS(128, 256)}},
+    {"nvidia-sm8", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 2, 1024, 128, 0, 256, 0), RROPE(64, 32, 128, 1), RROPE_MMA(2, 2), OTHERS(128, 256)}},
     {"nvidia", {DECODE(128, 2, 256, 128, 0, 0, 0), RROPE(32, 32, 128, 0), OTHERS(128, 256)}},
     /* CDNA (wave64) and RDNA (wave32): unmeasured, NVIDIA's choices */
     {"amd-gfx9", {DECODE(256, 4, 256, 128, 0, 0, 0), RROPE(32, 32, 256, 0), OTHERS(256, 256)}},
