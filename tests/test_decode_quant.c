@@ -20,17 +20,18 @@ typedef struct qcase {
   int mma;    /* the tensor-core form (forced; emulated off NVIDIA), with f16 q */
   int D;      /* head dim (0: 64) */
   int stages; /* the tensor-core form's ring of staged blocks (0: rows straight from global) */
+  int hkv;    /* KV heads (0: 2) */
 } qcase;
 
 static void run_qcase(const qcase *c) {
-  const int B = 3, Hq = 8, Hkv = 2, D = c->D ? c->D : 64, N = 100, Mq = c->Mq;
+  const int B = 3, Hq = 8, Hkv = c->hkv ? c->hkv : 2, D = c->D ? c->D : 64, N = 100, Mq = c->Mq;
   const int32_t kv_len[3] = {100, 37, 0};
   const bool fp8 = c->kvdt != CLATTN_INT4;
   const int fnuz = c->kvdt == CLATTN_FP8_FNUZ;
   const int X = fp8 ? D / 4 : c->groups + D / 8;
   char name[160];
-  CASE_NAME(name, "decode kv=%s%s%d D=%d page=%d Mq=%d%s%s split=%d lanes=%d kstage=%d mma=%d stages=%d",
-            clattn_dtype_name(c->kvdt), fp8 ? "" : " g", fp8 ? 0 : c->groups, D, c->page_size, Mq,
+  CASE_NAME(name, "decode kv=%s%s%d D=%d Hkv=%d page=%d Mq=%d%s%s split=%d lanes=%d kstage=%d mma=%d stages=%d",
+            clattn_dtype_name(c->kvdt), fp8 ? "" : " g", fp8 ? 0 : c->groups, D, Hkv, c->page_size, Mq,
             c->causal ? " causal" : "", c->bias ? " bias" : "", c->splits, c->lane_keys, c->kstage,
             c->mma, c->stages);
   const clattn_dtype qdt = c->mma ? CLATTN_F16 : CLATTN_F32;
@@ -214,7 +215,12 @@ static void run_mma_cases(int stages) {
   c.D = 128; /* 16-byte V units */
   run_qcase(&c);
   c.kvdt = CLATTN_INT4;
+  run_qcase(&c); /* rows 34 words apart: a head's rows alternate between two alignments */
+  c.hkv = 4;     /* 68 words apart: all rows of a head at one alignment, each head another */
   run_qcase(&c);
+  c.page_size = 0;
+  run_qcase(&c);
+  c.hkv = 0;
   c.page_size = 1; /* a block over many pages */
   c.D = 64;
   run_qcase(&c);
