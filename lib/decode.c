@@ -45,6 +45,16 @@ static size_t buffer_bytes(const clattn_tensor *t) {
   return n;
 }
 
+/* The largest key stride (stride[1]) of K, V and, fp8, their scale-shift
+ * words: the kernels hold 16 keys' row offsets in 32 bits where it is small. */
+static int64_t max_key_stride(const clattn_decode_params *p, int kv_q) {
+  const clattn_tensor *ts[4] = {&p->k, &p->v, &p->maybe_k_scale_shift, &p->maybe_v_scale_shift};
+  int64_t m = 0;
+  for (int i = 0; i < (kv_q == 2 ? 4 : 2); i++)
+    if (ts[i]->stride[1] > m) m = ts[i]->stride[1];
+  return m;
+}
+
 /* Every row of t starts at a multiple of `bytes` (offset and outer strides). */
 static bool aligned_to(const clattn_tensor *t, size_t bytes) {
   size_t es = clattn_dtype_size(t->dtype);
@@ -142,9 +152,7 @@ static void plan_stages(const clattn_context *ctx, const clattn_decode_params *p
     if (kb == 0 || kb % 16 || vb == 0 || vb % 16) return;
   }
   /* a block's row offsets are 32-bit byte counts in the kernel */
-  const clattn_tensor *ts[4] = {&p->k, &p->v, &p->maybe_k_scale_shift, &p->maybe_v_scale_shift};
-  for (int i = 0; i < (pl->kv_q == 2 ? 4 : 2); i++)
-    if (ts[i]->stride[1] >= ((int64_t)1 << 25)) return;
+  if (max_key_stride(p, pl->kv_q) >= ((int64_t)1 << 25)) return;
   const size_t chunks = pl->kv_q == 1 ? (size_t)(4 * (pl->kv_groups + pl->D / 8) + 27) / 16 : (size_t)pl->D / 16;
   const size_t slot = (2 * 16 * 4 * chunks + (pl->kv_q == 2 ? 32 : 0) + 4) * 4, nw = (size_t)pl->WG / 32;
   const size_t other = (size_t)pl->RB * pl->D * 4 + (3 * nw + 3) * pl->RB * 4 + (pl->emulate ? 64 * (size_t)pl->WG : 0) + 256;
@@ -288,10 +296,7 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
     const int qwg = pl->kv_q == 1 ? t->decode_mma_int4_wg : pl->kv_q == 2 ? t->decode_mma_fp8_wg : 0;
     if (qwg >= 32 && qwg % 32 == 0) pl->WG = qwg; /* whole warps; the lookup kept it within the device */
     plan_stages(ctx, p, pl);
-    pl->rows32 = true;
-    const clattn_tensor *ts[4] = {&p->k, &p->v, &p->maybe_k_scale_shift, &p->maybe_v_scale_shift};
-    for (int i = 0; i < (pl->kv_q == 2 ? 4 : 2); i++)
-      if (ts[i]->stride[1] < 0 || ts[i]->stride[1] >= ((int64_t)1 << 27)) pl->rows32 = false;
+    pl->rows32 = max_key_stride(p, pl->kv_q) < ((int64_t)1 << 27); /* strides are >= 0 (checked) */
   }
 
   /* split count: fill the compute units unless fixed */
