@@ -53,6 +53,20 @@ static inline int own_col(int c, int x, rr_args A) {
   return rope_elem(c + CT * (x >> 1), x & 1, A);
 }
 
+/* Positions, lse and delta of query rows m0 .. m0 + BM - 1 (head h) into
+ * local memory by the whole work-group; 0, -inf and 0 past Nq. */
+static inline void stage_qrows(__local int *tqpos, __local float *tlse, __local float *tdelta,
+                               __global const int *qpos, rr_view vqp, __global const float *lse,
+                               rr_view vl, __global const float *delta, rr_view vdl, int z, int h,
+                               int m0, rr_args A) {
+  for (int x = get_local_id(0); x < BM; x += WG) {
+    const bool in = m0 + x < A.Nq;
+    tqpos[x] = in ? qpos_at(qpos, vqp, z, m0 + x, A) : 0;
+    tlse[x] = in ? lse[vl.off + z * vl.z + h * vl.h + (m0 + x) * vl.n] : -INFINITY;
+    tdelta[x] = in ? delta[vdl.off + z * vdl.z + h * vdl.h + (m0 + x) * vdl.n] : 0.0f;
+  }
+}
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT) *q2,
                        rr_view vq2, __global const ELT(DT) *k1, rr_view vk1,
@@ -96,12 +110,7 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
     while (m0 < A.Nq) {
       const int cls = rr_qclass(m0, klo, khi, qpos, vqp, z, A);
       barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile's readers are done */
-      for (int x = lid; x < BM; x += WG) {
-        const bool in = m0 + x < A.Nq;
-        tqpos[x] = in ? qpos_at(qpos, vqp, z, m0 + x, A) : 0;
-        tlse[x] = in ? lse[vl.off + z * vl.z + h * vl.h + (m0 + x) * vl.n] : -INFINITY;
-        tdelta[x] = in ? delta[vdl.off + z * vdl.z + h * vdl.h + (m0 + x) * vdl.n] : 0.0f;
-      }
+      stage_qrows(tqpos, tlse, tdelta, qpos, vqp, lse, vl, delta, vdl, z, h, m0, A);
       barrier(CLK_LOCAL_MEM_FENCE);
       stage_q_pair(q1, vq1, q2, vq2, z, h, m0, BM, tq1, tq2, tqpos, cls, A);
       stage_raw(dout, vdo, z, h, m0, A.Nq, BM, tdo);
@@ -194,12 +203,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   const int hk = h / A.G;
   const int m1 = min(m0 + BM, A.Nq);
 
-  for (int x = lid; x < BM; x += WG) {
-    const bool in = m0 + x < A.Nq;
-    tqpos[x] = in ? qpos_at(qpos, vqp, z, m0 + x, A) : 0;
-    tlse[x] = in ? lse[vl.off + z * vl.z + h * vl.h + (m0 + x) * vl.n] : -INFINITY;
-    tdelta[x] = in ? delta[vdl.off + z * vdl.z + h * vdl.h + (m0 + x) * vdl.n] : 0.0f;
-  }
+  stage_qrows(tqpos, tlse, tdelta, qpos, vqp, lse, vl, delta, vdl, z, h, m0, A);
   barrier(CLK_LOCAL_MEM_FENCE);
   stage_q_pair(q1, vq1, q2, vq2, z, h, m0, BM, tq1, tq2, tqpos, 0, A);
   stage_raw(dout, vdo, z, h, m0, A.Nq, BM, tdo);
