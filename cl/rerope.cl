@@ -10,10 +10,12 @@
  *   portable (RR_MMA 0): work-item (r, c) of WG = RT x CT owns rows r + RT*i
  *     and score columns c + CT*u; the softmax row max goes through local memory.
  *   tensor cores (RR_MMA 1, NVIDIA inline PTX, cl/rerope_mma.clh): WG / 32
- *     warps of MT blocks of 16 query rows; Q1, Q2 held as mma A fragments,
- *     mma.sync m16n8k16 for S = Q K^T and O += P V (P goes from accumulator
- *     to A fragment in registers); a ring of STAGES key tiles streams in by
- *     cp.async while one is computed, one barrier per tile. */
+ *     warps of MT blocks of 16 query rows; two passes over the key tiles,
+ *     the pairs inside the window with Q1 held as mma A fragments, then
+ *     those outside with Q2; mma.sync m16n8k16 for S = Q K^T and O += P V
+ *     (P goes from accumulator to A fragment in registers); a ring of STAGES
+ *     key tiles streams in by cp.async while one is computed, one barrier
+ *     per tile. */
 #include "rerope.clh"
 
 #if RR_MMA
@@ -145,10 +147,10 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
 #ifndef STAGES
 #define STAGES 2
 #endif
-/* a stage holds one key tile: K1, K2 and V (BN rows each) */
-#define STAGE_ELTS (3 * BN * LDS)
-#if BM != 16 * MT * NW || BN % 16 || STAGES < 1 || STAGES * 3 * BN < BM
-#error "tensor-core forward: BM = 16 MT rows per warp, BN a multiple of 16, BM <= 3 BN STAGES"
+/* a stage holds one key tile of a pass: its K (K1 or K2) and V, BN rows each */
+#define STAGE_ELTS (2 * BN * LDS)
+#if BM != 16 * MT * NW || BN % 16 || STAGES < 1 || STAGES * 2 * BN < BM
+#error "tensor-core forward: BM = 16 MT rows per warp, BN a multiple of 16, BM <= 2 BN STAGES"
 #endif
 
 /* The running row maximum moves only when a tile's maximum passes it by more
@@ -210,14 +212,123 @@ MMA_INLINE void softmax_tile(float4 *s, float *mx, float *lsum, float4 *acc, flo
   lsum[1] += ps1;
 }
 
-/* One key tile for this warp's MT row blocks: logits (one product straight
- * through on interior tiles), the softmax, then O += P V with P's
- * accumulator fragments as the A fragments. */
-MMA_INLINE void tile_step(float4 *acc, float *mx, float *lsum, int cls, int n0, const uint4 *qf1,
-                         const uint4 *qf2, __local const ushort *sk, __local const int *skpos,
-                         const rr_pos *pq, float sl2, rr_args A EMU_PARAM) {
+/* ---------------------------------------------------------------- the two passes
+ *
+ * The key tiles are taken in two passes: pass 0 has the pairs inside the
+ * window (scores q1 . k1), pass 1 those outside (q2 . k2). A tile wholly
+ * inside (RR_IN) or outside (RR_OUT) is in one pass; a band-edge tile is in
+ * both, each pass masking the other's pairs. The online softmax is
+ * indifferent to the order and the split of the keys. A pass holds one Q in
+ * registers and stages one K per tile: the registers of a second Q and of
+ * band edges' second product are free for more warps. */
+
+/* The key tiles of a pass: steps of BN from 0 before end, less the tiles
+ * [skip_lo, skip_hi). With implied key positions: pass 0's keys lie less
+ * than W from [qlo, qhi] (none when W = 0), pass 1's at or before qhi - W
+ * or at or after qlo + W; both before n_end. A tile in pass 0 has a key
+ * inside the window, one in pass 1 a key outside: the classes agree (RR_IN
+ * tiles are only in pass 0, RR_OUT only in pass 1). Given key positions
+ * (KPOS), the tiles' classes are scanned instead. */
+typedef struct rr_pass {
+  int end, skip_lo, skip_hi;
+} rr_pass;
+
+static inline rr_pass pass_tiles(int ps, int n_end, long qlo, long qhi, rr_args A) {
+  rr_pass P = {n_end, -1, -1};
+#if !KPOS
+  if (ps == 0) {
+    const long lo = qlo - A.window + 1;
+    P.end = A.window > 0 ? (int)clamp(qhi + A.window, 0L, (long)n_end) : 0;
+    if (lo > 0) {
+      P.skip_lo = 0;
+      P.skip_hi = lo < n_end ? (int)(lo / BN * BN) : n_end;
+    }
+  } else {
+    const long a = qhi - A.window < 0 ? 0 : ((qhi - A.window) / BN + 1) * BN;
+    const long b = qlo + A.window < n_end ? (qlo + A.window) / BN * BN : n_end;
+    if (b > a) {
+      P.skip_lo = (int)a;
+      P.skip_hi = (int)b;
+    }
+  }
+#endif
+  return P;
+}
+
+/* The first tile of pass ps (tiles P) at or after n0, or P.end. */
+static inline int pass_next(int n0, int ps, rr_pass P, long qlo, long qhi,
+                            __global const int *kpos, rr_view vkp, int z, rr_args A) {
+#if KPOS
+  const int other = ps ? RR_IN : RR_OUT;
+  n0 = rr_next_ktile(n0, P.end, qlo, qhi, kpos, vkp, z, A);
+  while (n0 < P.end && (rr_kclass(n0, qlo, qhi, kpos, vkp, z, A) & other))
+    n0 = rr_next_ktile(n0 + BN, P.end, qlo, qhi, kpos, vkp, z, A);
+  return n0;
+#else
+  return n0 == P.skip_lo ? P.skip_hi : n0;
+#endif
+}
+
+/* Key tile n0 of pass ps into x: its K at x (pass 0 K1, on the fly
+ * RoPE(k, tpos); pass 1 K2, on the fly k itself), V at x + BN LDS. */
+MMA_INLINE void stage_pass_tile(__global const ushort *K1, rr_view vk1, __global const ushort *K2,
+                                rr_view vk2, __global const ushort *V, rr_view vv, int z, int hk,
+                                int n0, int ps, __local ushort *x, __local const int *tpos,
+                                rr_args A) {
+#if ROTARY
+  if (ps == 0)
+    mstage_rope(K1, vk1, z, hk, n0, A.Nk, BN, x, tpos, 0, A);
+  else
+    mstage_raw(K1, vk1, z, hk, n0, A.Nk, BN, x);
+#else
+  mstage_raw(ps ? K2 : K1, ps ? vk2 : vk1, z, hk, n0, A.Nk, BN, x);
+#endif
+  mstage_raw(V, vv, z, hk, n0, A.Nk, BN, x + BN * LDS);
+}
+
+/* The score of query position pq and key j (position pk) in pass ps, or
+ * -inf where the key is past Nk, invisible, or (mixed: a band edge) on the
+ * other pass's side. */
+static inline float pass_logit(float s, bool mixed, int ps, rr_pos pq, int j, rr_pos pk,
+                               rr_args A) {
+  const bool other = mixed && rr_inside(pq, pk, A) == (ps != 0);
+  return (j >= A.Nk || !rr_visible(pq, pk, A) || other) ? -INFINITY : s;
+}
+
+/* The scores of this warp's MT row blocks (A fragments qf of the pass's Q,
+ * row positions pq[2 mt], pq[2 mt + 1] for rows g, g + 8) against key tile
+ * n0 of class cls (K at sk, positions skpos or NULL for j) in pass ps:
+ * s[mt * NB + nb], in one straight run of mma, then masked where needed. */
+MMA_INLINE void pass_scores(float4 *s, int cls, int ps, int n0, const uint4 *qf,
+                            __local const ushort *sk, __local const int *skpos, const rr_pos *pq,
+                            rr_args A EMU_PARAM) {
+  qk_tile(s, qf, MT, sk EMU_ARG);
+  if (!tile_masked(cls, n0, A)) return; /* interior tiles (nearly all) */
+  const int t = lane_id() & 3;
+  const bool mixed = !(cls & (RR_IN | RR_OUT));
+  MMA_UNROLL
+  for (int mt = 0; mt < MT; mt++) {
+    MMA_UNROLL
+    for (int nb = 0; nb < NB; nb++) {
+      const float4 c = s[mt * NB + nb];
+      const int j = n0 + nb * 8 + 2 * t;
+      const rr_pos pk0 = skpos ? skpos[j - n0] : j, pk1 = skpos ? skpos[j - n0 + 1] : j + 1;
+      const rr_pos pa = pq[2 * mt], pb = pq[2 * mt + 1];
+      s[mt * NB + nb] = (float4)(pass_logit(c.x, mixed, ps, pa, j, pk0, A),
+                                 pass_logit(c.y, mixed, ps, pa, j + 1, pk1, A),
+                                 pass_logit(c.z, mixed, ps, pb, j, pk0, A),
+                                 pass_logit(c.w, mixed, ps, pb, j + 1, pk1, A));
+    }
+  }
+}
+
+/* One key tile of a pass for this warp's MT row blocks: scores, the
+ * softmax, then O += P V with P's accumulator fragments as the A fragments. */
+MMA_INLINE void tile_step(float4 *acc, float *mx, float *lsum, int cls, int ps, int n0,
+                          const uint4 *qf, __local const ushort *sk, __local const int *skpos,
+                          const rr_pos *pq, float sl2, rr_args A EMU_PARAM) {
   float4 s[MT * NB];
-  tile_logits(s, MT, cls, n0, qf1, qf2, sk, sk + BN * LDS, skpos, pq, A, 1.0f EMU_ARG);
+  pass_scores(s, cls, ps, n0, qf, sk, skpos, pq, A EMU_ARG);
   MMA_UNROLL
   for (int mt = 0; mt < MT; mt++)
     softmax_tile(s + mt * NB, mx + 2 * mt, lsum + 2 * mt, acc + mt * DB, sl2 EMU_ARG);
@@ -226,7 +337,7 @@ MMA_INLINE void tile_step(float4 *acc, float *mx, float *lsum, int cls, int n0, 
     uint4 pa[MT];
     MMA_UNROLL
     for (int mt = 0; mt < MT; mt++) pa[mt] = afrag(s[mt * NB + 2 * kk], s[mt * NB + 2 * kk + 1]);
-    mma_rows_n(acc, pa, MT, sk + 2 * BN * LDS, kk EMU_ARG);
+    mma_rows_n(acc, pa, MT, sk + BN * LDS, kk EMU_ARG);
   }
 }
 
@@ -238,7 +349,7 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
                   __global const int *qpos, rr_view vqp, __global const int *kpos, rr_view vkp,
                   rr_args A) {
   RR_POSITIONS(qpos, kpos);
-  /* STAGES key tiles; Q is staged here first. uint4: ldmatrix and cp.async need 16-byte rows */
+  /* STAGES key tiles; each pass's Q is staged here first. uint4: ldmatrix and cp.async need 16-byte rows */
   __local uint4 smem_[STAGES * STAGE_ELTS / 8];
   __local ushort *smem = (__local ushort *)smem_;
   __local int sqpos[BM], skpos[BN];
@@ -255,38 +366,6 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
 
   stage_qpos(sqpos, qpos, vqp, z, m0, BM, A);
   barrier(CLK_LOCAL_MEM_FENCE);
-  /* Q1 and Q2 stay in registers as A fragments for the whole loop. */
-  uint4 qf1[MT * KB], qf2[MT * KB];
-#if ROTARY
-  mstage_rope(Q1, vq1, z, h, m0, A.Nq, BM, smem, sqpos, 0, A);
-#else
-  mstage_raw(Q1, vq1, z, h, m0, A.Nq, BM, smem);
-#endif
-  copy_wait();
-  barrier(CLK_LOCAL_MEM_FENCE);
-  MMA_UNROLL
-  for (int mt = 0; mt < MT; mt++) load_afrags_at(qf1 + mt * KB, smem, r0 + 16 * mt EMU_ARG);
-  barrier(CLK_LOCAL_MEM_FENCE);
-#if ROTARY
-  mstage_rope(Q1, vq1, z, h, m0, A.Nq, BM, smem, NULL, A.window, A);
-#else
-  mstage_raw(Q2, vq2, z, h, m0, A.Nq, BM, smem);
-#endif
-  copy_wait();
-  barrier(CLK_LOCAL_MEM_FENCE);
-  MMA_UNROLL
-  for (int mt = 0; mt < MT; mt++) load_afrags_at(qf2 + mt * KB, smem, r0 + 16 * mt EMU_ARG);
-  barrier(CLK_LOCAL_MEM_FENCE); /* the staging area becomes the K/V tiles */
-  /* a negative scale: scores of -Q, so that the softmax scale sl2 is positive */
-  if (A.scale < 0.0f) {
-    MMA_UNROLL
-    for (int kb = 0; kb < MT * KB; kb++) {
-      qf1[kb] ^= (uint4)(0x80008000u);
-      qf2[kb] ^= (uint4)(0x80008000u);
-    }
-  }
-  const float sl2 = fabs(A.scale) * M_LOG2E_F; /* logits in log2 units: exp2 */
-
   /* this lane's rows: g and g + 8 of each row block */
   rr_pos pq[2 * MT];
   MMA_UNROLL
@@ -298,6 +377,7 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
   qpos_range(qpos, vqp, z, m0, min(m0 + BM, A.Nq), A, &qlo, &qhi);
   int n_end = A.Nk;
   if (A.causal && !kpos) n_end = (int)clamp(qhi + 1, 0L, (long)A.Nk);
+  const float sl2 = fabs(A.scale) * M_LOG2E_F; /* logits in log2 units: exp2 */
 
   float mx[2 * MT], lsum[2 * MT];
   float4 acc[MT * DB];
@@ -309,52 +389,74 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
   MMA_UNROLL
   for (int i = 0; i < MT * DB; i++) acc[i] = (float4)(0.0f);
 
-  int n0 = rr_next_ktile(0, n_end, qlo, qhi, kpos, vkp, z, A);
+  for (int ps = 0; ps < 2; ps++) {
+    /* The pass's Q (pass 0 Q1, on the fly RoPE(q, p_i); pass 1 Q2, on the
+     * fly RoPE(q, W)) as A fragments for the whole pass, staged where the
+     * key tiles go. */
+    uint4 qf[MT * KB];
+    barrier(CLK_LOCAL_MEM_FENCE); /* the last pass's tiles are no longer read */
 #if ROTARY
-  /* k1 = RoPE(k, p_j) is computed while staging: one stage, no asynchronous copies */
-  while (n0 < n_end) {
-    const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
-    stage_kpos(skpos, kpos, vkp, z, n0, BN, A);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    mstage_ktile(K1, vk1, K2, vk2, V, vv, z, hk, n0, BN, cls, smem, skpos, A);
+    mstage_rope(Q1, vq1, z, h, m0, A.Nq, BM, smem, ps ? NULL : sqpos, ps ? A.window : 0, A);
+#else
+    mstage_raw(ps ? Q2 : Q1, ps ? vq2 : vq1, z, h, m0, A.Nq, BM, smem);
+#endif
     copy_wait();
     barrier(CLK_LOCAL_MEM_FENCE);
-    tile_step(acc, mx, lsum, cls, n0, qf1, qf2, smem, skpos, pq, sl2, A EMU_ARG);
-    n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
-    barrier(CLK_LOCAL_MEM_FENCE); /* the tiles are no longer read */
-  }
+    MMA_UNROLL
+    for (int mt = 0; mt < MT; mt++) load_afrags_at(qf + mt * KB, smem, r0 + 16 * mt EMU_ARG);
+    barrier(CLK_LOCAL_MEM_FENCE); /* the staging area becomes the K/V tiles */
+    /* a negative scale: scores of -Q, so that the softmax scale sl2 is positive */
+    if (A.scale < 0.0f) {
+      MMA_UNROLL
+      for (int kb = 0; kb < MT * KB; kb++) qf[kb] ^= (uint4)(0x80008000u);
+    }
+
+    const rr_pass P = pass_tiles(ps, n_end, qlo, qhi, A);
+    int n0 = pass_next(0, ps, P, qlo, qhi, kpos, vkp, z, A);
+#if ROTARY
+    /* k1 = RoPE(k, p_j) is computed while staging: one stage, no asynchronous copies */
+    while (n0 < P.end) {
+      const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
+      stage_kpos(skpos, kpos, vkp, z, n0, BN, A);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      stage_pass_tile(K1, vk1, K2, vk2, V, vv, z, hk, n0, ps, smem, skpos, A);
+      copy_wait();
+      barrier(CLK_LOCAL_MEM_FENCE);
+      tile_step(acc, mx, lsum, cls, ps, n0, qf, smem, skpos, pq, sl2, A EMU_ARG);
+      n0 = pass_next(n0 + BN, ps, P, qlo, qhi, kpos, vkp, z, A);
+      barrier(CLK_LOCAL_MEM_FENCE); /* the tiles are no longer read */
+    }
 #else
-  /* A ring of STAGES key tiles: tile i + STAGES - 1 streams in (cp.async on
-   * NVIDIA, one copy group per tile) while tile i is computed; one barrier
-   * per tile, which also frees the stage the next copies overwrite. */
-  int nn = n0;
-  for (int st = 0; st + 1 < STAGES; st++) {
-    if (nn < n_end) {
-      mstage_ktile(K1, vk1, K2, vk2, V, vv, z, hk, nn, BN,
-                   rr_kclass(nn, qlo, qhi, kpos, vkp, z, A), smem + st * STAGE_ELTS, NULL, A);
-      nn = rr_next_ktile(nn + BN, n_end, qlo, qhi, kpos, vkp, z, A);
+    /* A ring of STAGES key tiles: tile i + STAGES - 1 streams in (cp.async
+     * on NVIDIA, one copy group per tile) while tile i is computed; one
+     * barrier per tile, which also frees the stage the next copies overwrite. */
+    int nn = n0;
+    for (int st = 0; st + 1 < STAGES; st++) {
+      if (nn < P.end) {
+        stage_pass_tile(K1, vk1, K2, vk2, V, vv, z, hk, nn, ps, smem + st * STAGE_ELTS, NULL, A);
+        nn = pass_next(nn + BN, ps, P, qlo, qhi, kpos, vkp, z, A);
+      }
+      copy_commit();
     }
-    copy_commit();
-  }
-  int cur = 0;
-  while (n0 < n_end) {
-    copy_wait_groups(STAGES - 2); /* this lane's copies of tile n0 have landed */
-    barrier(CLK_LOCAL_MEM_FENCE); /* ... everyone's; and the stage before is no longer read */
-    int nxt = cur + STAGES - 1;
-    if (nxt >= STAGES) nxt -= STAGES;
-    if (nn < n_end) {
-      mstage_ktile(K1, vk1, K2, vk2, V, vv, z, hk, nn, BN,
-                   rr_kclass(nn, qlo, qhi, kpos, vkp, z, A), smem + nxt * STAGE_ELTS, NULL, A);
-      nn = rr_next_ktile(nn + BN, n_end, qlo, qhi, kpos, vkp, z, A);
+    int cur = 0;
+    while (n0 < P.end) {
+      copy_wait_groups(STAGES - 2); /* this lane's copies of tile n0 have landed */
+      barrier(CLK_LOCAL_MEM_FENCE); /* ... everyone's; and the stage before is no longer read */
+      int nxt = cur + STAGES - 1;
+      if (nxt >= STAGES) nxt -= STAGES;
+      if (nn < P.end) {
+        stage_pass_tile(K1, vk1, K2, vk2, V, vv, z, hk, nn, ps, smem + nxt * STAGE_ELTS, NULL, A);
+        nn = pass_next(nn + BN, ps, P, qlo, qhi, kpos, vkp, z, A);
+      }
+      copy_commit();
+      tile_step(acc, mx, lsum, rr_kclass(n0, qlo, qhi, kpos, vkp, z, A), ps, n0, qf,
+                smem + cur * STAGE_ELTS, NULL, pq, sl2, A EMU_ARG);
+      n0 = pass_next(n0 + BN, ps, P, qlo, qhi, kpos, vkp, z, A);
+      if (++cur == STAGES) cur = 0;
     }
-    copy_commit();
-    tile_step(acc, mx, lsum, rr_kclass(n0, qlo, qhi, kpos, vkp, z, A), n0, qf1, qf2,
-              smem + cur * STAGE_ELTS, NULL, pq, sl2, A EMU_ARG);
-    n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
-    if (++cur == STAGES) cur = 0;
-  }
-  copy_wait(); /* (only empty groups are left) */
+    copy_wait(); /* (only empty groups are left) */
 #endif
+  }
 
   MMA_UNROLL
   for (int mt = 0; mt < MT; mt++) {

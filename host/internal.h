@@ -90,6 +90,7 @@ typedef struct clattn_tuning {
   int rerope_use_mma;     /* tensor-core path where the profile allows */
   int rerope_stages;      /* tensor-core forward: key tiles in the ring (>= 2), 0: 2 */
   int rerope_warp_blocks; /* tensor-core forward: 16-row query blocks per warp (1 or 2) */
+  int rerope_mma_block_n; /* tensor-core forward: keys per tile (32 or 64; 0: 64) */
   /* quantize / dequantize / append */
   int quant_wg;
 } clattn_tuning;

@@ -233,22 +233,22 @@ static bool plan_mma(const clattn_context *ctx, const clattn_rr_problem *p, clat
     /* each warp owns mt blocks of 16 query rows */
     pl->mt = ctx->tuning.rerope_warp_blocks == 2 ? 2 : 1;
     pl->bm = pl->q_rows = 16 * pl->mt * (pl->wg / 32);
-    const int tbn = ctx->tuning.rerope_block_n;
-    pl->bn = p->D <= 64 ? (tbn == 32 || tbn == 64 ? tbn : 64) : 32;
-    /* a ring of key tiles (K1, K2, V each) streams in while one is computed;
-     * on the fly, k1 is rotated while staged: one stage */
+    const int tbn = ctx->tuning.rerope_mma_block_n;
+    pl->bn = p->D <= 64 ? (tbn == 32 ? 32 : 64) : 32;
+    /* a ring of key tiles (a pass's K, and V) streams in while one is
+     * computed; on the fly, k1 is rotated while staged: one stage */
     pl->stages = p->rotary ? 1 : ctx->tuning.rerope_stages >= 2 ? ctx->tuning.rerope_stages : 2;
     const size_t fixed = 4 * ((size_t)pl->bm + pl->bn) + emu;
     if (fixed >= ctx->profile.local_mem_bytes) return false;
     const size_t budget = ctx->profile.local_mem_bytes - fixed;
-    while (pl->stages * 3 * pl->bn * row > budget && pl->bn > 16) pl->bn /= 2;
-    while (pl->stages * 3 * pl->bn * row > budget && pl->stages > 2) pl->stages--;
-    if (pl->stages * 3 * pl->bn < pl->bm && pl->mt == 2) { /* Q is staged where the key tiles go */
+    while (pl->stages * 2 * pl->bn * row > budget && pl->bn > 16) pl->bn /= 2;
+    while (pl->stages * 2 * pl->bn * row > budget && pl->stages > 2) pl->stages--;
+    if (pl->stages * 2 * pl->bn < pl->bm && pl->mt == 2) { /* Q is staged where the key tiles go */
       pl->mt = 1;
       pl->bm = pl->q_rows = 16 * (pl->wg / 32);
     }
-    if (pl->stages * 3 * pl->bn < pl->bm) return false;
-    bytes = pl->stages * 3 * pl->bn * row + 4 * ((size_t)pl->bm + pl->bn) + emu;
+    if (pl->stages * 2 * pl->bn < pl->bm) return false;
+    bytes = pl->stages * 2 * pl->bn * row + 4 * ((size_t)pl->bm + pl->bn) + emu;
   } else { /* dq: 64 query rows, key tiles of 32; dk/dv: 64 keys, query tiles of 32 */
     pl->q_rows = pl->k_rows = 64;
     pl->bm = pl->bn = 32;

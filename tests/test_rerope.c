@@ -28,6 +28,7 @@ typedef struct rcase {
   float scale;     /* softmax scale (0: 1/sqrt(D)) */
   int stages;      /* the tensor-core forward's ring of key tiles (0: the tuning row's) */
   int warp_blocks; /* ... and its 16-row query blocks per warp (0: the tuning row's) */
+  int block_n;     /* ... and its keys per tile (0: the tuning row's) */
 } rcase;
 
 static double *rand_tensor(size_t n, clattn_dtype dt) {
@@ -171,7 +172,7 @@ static bool runs_mma(const clattn_tensor *q, const clattn_tensor *k, const clatt
 
 static void run_case(const rcase *c) {
   char name[256];
-  CASE_NAME(name, "rerope Z=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d W=%d %s%s%s%s%s%s%s scale=%g stages=%d mt=%d", c->Z, c->Hq,
+  CASE_NAME(name, "rerope Z=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d W=%d %s%s%s%s%s%s%s scale=%g stages=%d mt=%d bn=%d", c->Z, c->Hq,
             c->Hkv, c->Nq, c->Nk, c->D, c->W, clattn_dtype_name(c->dt), c->causal ? " causal" : "",
             c->rotary ? (c->interleaved ? " rotary-interleaved" : " rotary-neox") : "",
             c->positions == 1   ? " pos"
@@ -181,13 +182,14 @@ static void run_case(const rcase *c) {
             c->path == 1   ? " portable"
             : c->path == 2 ? " mma"
                            : "",
-            (double)c->scale, c->stages, c->warp_blocks);
+            (double)c->scale, c->stages, c->warp_blocks, c->block_n);
   if (getenv("RR_ONLY") && !strstr(name, getenv("RR_ONLY"))) return;
   fprintf(stderr, "  %s\n", name);
   clattn_force_path(c->path);
   const clattn_tuning saved = fx.ctx->tuning;
   if (c->stages) fx.ctx->tuning.rerope_stages = c->stages;
   if (c->warp_blocks) fx.ctx->tuning.rerope_warp_blocks = c->warp_blocks;
+  if (c->block_n) fx.ctx->tuning.rerope_mma_block_n = c->block_n;
   const float scale = c->scale;
   const double ref_scale = scale != 0.0f ? (double)scale : 1.0 / sqrt((double)c->D);
   const int Z = c->Z, Hq = c->Hq, Hkv = c->Hkv, Nq = c->Nq, Nk = c->Nk, D = c->D;
@@ -537,6 +539,34 @@ static void test_mma(void) {
   c.causal = 0;
   c.Nq = 40;
   c.W = 70;
+  run_case(&c);
+  /* the forward's two passes over the key tiles (inside the window with Q1,
+   * outside with Q2): pass 0 empty (W = 0), pass 1 empty (W >= N); queries
+   * amid many key tiles, where pass 1 jumps over the band (W = 100, a block
+   * of rows 256..319 skips keys 224..351); more queries than keys (the first
+   * rows at positions below 0) */
+  c = base();
+  c.path = 2;
+  c.dt = CLATTN_F16;
+  c.D = 64;
+  c.Nq = 70, c.Nk = 100;
+  for (int i = 0; i < 2; i++) {
+    c.W = i ? 100 : 0;
+    c.causal = i;
+    run_case(&c);
+  }
+  c.Nq = c.Nk = 600;
+  c.W = 100;
+  c.causal = 0;
+  run_case(&c);
+  c.warp_blocks = 2;
+  c.causal = 1;
+  run_case(&c);
+  c.block_n = 32; /* tiles of 32 keys: the band's tiles and gaps at a finer grain */
+  run_case(&c);
+  c.warp_blocks = c.block_n = 0;
+  c.Nq = 100, c.Nk = 60;
+  c.W = 30;
   run_case(&c);
   c = base();
   c.path = 2;
