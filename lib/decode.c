@@ -139,13 +139,14 @@ clattn_status clattn_decode_check_io(const clattn_decode_params *p, int B, int H
 
 /* Quantized rows through a ring of blocks in local memory (cl/decode_mma.clh,
  * STAGES): as many blocks per warp as the tuning asks and the local memory
- * holds, at least 2. Blocks must not straddle pages, and an int4 row is
+ * holds, at least 2; int4 rows of one group only. Blocks must not straddle pages, and an int4 row is
  * copied in aligned 16-byte chunks that may reach 12 bytes past it: its
  * buffers must end on a 16-byte boundary. */
 static void plan_stages(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
   pl->stages = 0;
   const int want = pl->kv_q == 1 ? ctx->tuning.decode_mma_int4_stages : ctx->tuning.decode_mma_fp8_stages;
   if (!pl->kv_q || want < 2) return;
+  if (pl->kv_q == 1 && pl->kv_groups > 1) return; /* read straight from global memory */
   if (pl->paged && pl->page_size % 16) return;
   if (pl->kv_q == 1) {
     const size_t kb = buffer_bytes(&p->k), vb = buffer_bytes(&p->v);
@@ -280,10 +281,10 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
   const int forced = clattn_forced_path();
   const bool ptx = clattn_nv_ptx_active(ctx);
   const bool mma_float = pl->kv_q == 0 && pl->qdt == pl->kvdt && pl->kvdt != CLATTN_F32 && pl->aligned;
-  /* quantized rows with f16 q: int4 with one group, fp8 rows 16-byte aligned */
+  /* quantized rows with f16 q: int4 (several groups: dequantized in
+   * registers), fp8 rows 16-byte aligned */
   const bool mma_quant = pl->qdt == CLATTN_F16 &&
-                         ((pl->kv_q == 1 && pl->kv_groups == 1) ||
-                          (pl->kv_q == 2 && aligned_to(&p->k, 16) && aligned_to(&p->v, 16)));
+                         (pl->kv_q == 1 || (pl->kv_q == 2 && aligned_to(&p->k, 16) && aligned_to(&p->v, 16)));
   if ((forced == 2 || (forced == 0 && t->decode_mma && ptx)) && (mma_float || mma_quant) &&
       pl->D % 64 == 0) {
     pl->mma = true;

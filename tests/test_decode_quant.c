@@ -56,6 +56,11 @@ static void run_qcase(const qcase *c) {
       }
     }
   }
+  /* The tensor-core form dequantizes int4 rows of several groups to f16 in
+   * registers, each value scale * code + shift rounded once (an f16x2 fma),
+   * as an f16 cache would hold it: the reference takes the same values. */
+  if (c->mma && !fp8 && c->groups > 1)
+    for (size_t i = 0; i < rows * D; i++) kd[i] = round_dtype(kd[i], CLATTN_F16), vd[i] = round_dtype(vd[i], CLATTN_F16);
   const size_t nq = (size_t)B * Mq * Hq * D;
   double *q = malloc(nq * sizeof(double)), *o_ref = malloc(nq * sizeof(double)),
          *o = malloc(nq * sizeof(double));
@@ -237,7 +242,19 @@ static void run_mma_cases(int stages) {
   c.splits = 0;
   run_qcase(&c);
 }
-static void test_mma(void) { run_mma_cases(0); }
+static void test_mma(void) {
+  run_mma_cases(0);
+  /* int4 rows of 2, 4, 8 groups: dequantized in registers, each 8-code unit
+   * by its group's scale and shift (D = 64 with 8 groups: one unit each);
+   * blocks over many pages (page 1) take the lookup per row */
+  for (int g = 2; g <= 8; g *= 2) {
+    qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, g == 4 ? 3 : 0,
+               0, 0, 1, g == 8 ? 128 : 0, 0, g == 2 ? 4 : 0};
+    run_qcase(&c);
+  }
+  qcase c = {CLATTN_INT4, 4, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0};
+  run_qcase(&c);
+}
 static void test_mma_staged(void) { run_mma_cases(3); }
 
 void add_decode_quant_tests(CU_pSuite s) {
