@@ -219,12 +219,14 @@ typedef struct clattn_decode_params {
 /* Enqueues decode attention: a split-K partial kernel and, when the keys are
  * split, the merge kernel. Any float q/o, any K/V format above. On NVIDIA
  * (sm_80+) the partials run on tensor cores when D is a multiple of 64 and
- * q is f16/bf16 with K/V of the same dtype, or q is f16 with int4 (one group)
- * or fp8 K/V; f16/bf16/fp8 rows must start 16-byte aligned. There the
- * weights p (times V's scale for int4/fp8) are rounded to the 16-bit dtype
- * for the P V product (2^-12 relative for f16, 2^-9 for bf16); scores, sums
- * and lse stay f32. Elsewhere, and with CLATTN_PORTABLE=1, all arithmetic
- * is f32 after loading. */
+ * q is f16/bf16 with K/V of the same dtype, or q is f16 with int4 or fp8
+ * K/V; f16/bf16/fp8 rows must start 16-byte aligned. There the weights p
+ * (times V's scale for one-group int4 and fp8) are rounded to the 16-bit
+ * dtype for the P V product (2^-12 relative for f16, 2^-9 for bf16), and
+ * int4 rows of 2, 4 or 8 groups are dequantized to f16 values (each rounded
+ * once, as an f16 cache would hold it); scores, sums and lse stay f32.
+ * Elsewhere, and with CLATTN_PORTABLE=1, all arithmetic is f32 after
+ * loading. */
 CLATTN_API clattn_status clattn_decode(clattn_context *ctx, cl_command_queue queue,
                                        const clattn_decode_params *params,
                                        cl_uint num_wait, const cl_event *wait_list,
