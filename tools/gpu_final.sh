@@ -22,7 +22,7 @@ d() { echo "== clattn run decode $*"; $B/clattn run decode "$@" 2>&1 | grep -E "
 for s in "1 32768" "64 4096" "64 32768"; do set -- $s
   d --batch $1 --heads 32 --kv-heads 8 --head-dim 128 --ctx $2 --dtype f16 --repeat 20 --no-check
 done
-for kv in f16 int4 fp8; do
+for kv in f16 int4 fp8 int4g2 int4g4 int4g8; do
   d --batch 64 --heads 32 --kv-heads 8 --head-dim 128 --ctx 32768 --dtype f16 --kv-dtype $kv --repeat 20 --no-check
 done
 for ps in 16 256; do for c in 4096 32768; do
@@ -31,6 +31,7 @@ done; done
 d --batch 4 --heads 32 --kv-heads 8 --head-dim 128 --ctx 2048 --dtype bf16 --causal --q-len 4 --lse
 d --batch 2 --heads 32 --kv-heads 8 --head-dim 128 --ctx 4096 --dtype f16 --kv-dtype int4 --paged --page-size 16 --lse
 d --batch 2 --heads 32 --kv-heads 8 --head-dim 128 --ctx 4096 --dtype f16 --kv-dtype fp8 --varlen --lse
+d --batch 2 --heads 32 --kv-heads 8 --head-dim 128 --ctx 4096 --dtype f16 --kv-dtype int4g8 --paged --page-size 16 --causal --q-len 2 --lse
 d --batch 8 --heads 32 --kv-heads 8 --head-dim 128 --ctx 4096 --dtype f16
 for c in "" --causal; do
   echo "== clattn run rerope --z 1 --heads 32 --n 8192 --head-dim 64 --window 2048 --dtype f16 $c --backward"
