@@ -161,7 +161,7 @@ static void run_qcase(const qcase *c) {
 
 static void test_int4(void) {
   for (int g = 1; g <= 8; g *= 2) {
-    qcase c = {CLATTN_INT4, g, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    qcase c = {CLATTN_INT4, g, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     c.page_size = g == 2 ? 16 : 0;
     c.splits = g == 4 ? 3 : 0;
     run_qcase(&c);
@@ -169,7 +169,7 @@ static void test_int4(void) {
 }
 
 static void test_fp8(void) {
-  qcase c = {CLATTN_FP8, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  qcase c = {CLATTN_FP8, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 16;
@@ -177,7 +177,7 @@ static void test_fp8(void) {
 }
 
 static void test_features(void) {
-  qcase c = {CLATTN_INT4, 2, 16, 4, 1, 1, 5, 0, 0, 0, 0, 0};
+  qcase c = {CLATTN_INT4, 2, 16, 4, 1, 1, 5, 0, 0, 0, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8;
   c.page_size = 0;
@@ -193,10 +193,10 @@ static void test_features(void) {
 
 static void test_kstage(void) {
   for (int g = 1; g <= 8; g *= 2) {
-    qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, 0, 0, 1, 0, 0, 0};
+    qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, 0, 0, 1, 0, 0, 0, 0};
     run_qcase(&c);
   }
-  qcase c = {CLATTN_FP8, 1, 16, 3, 1, 1, 4, 0, 1, 0, 0, 0};
+  qcase c = {CLATTN_FP8, 1, 16, 3, 1, 1, 4, 0, 1, 0, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 0;
@@ -208,7 +208,7 @@ static void test_kstage(void) {
  * straight from global memory (stages 0) or through a ring of staged blocks
  * (3: the slot index wraps unevenly); pages of 1 take the direct loads. */
 static void run_mma_cases(int stages) {
-  qcase c = {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, stages};
+  qcase c = {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, stages, 0};
   run_qcase(&c); /* D = 64, Hkv = 2: rows of 36 bytes, every 4-byte misalignment */
   c.page_size = 16;
   c.Mq = 2;
