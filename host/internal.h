@@ -80,6 +80,10 @@ typedef struct clattn_tuning {
    * rows through a ring of this many blocks per warp in local memory
    * (asynchronous copies; 0: straight from global memory) */
   int decode_mma_int4_wg, decode_mma_int4_stages;
+  /* int4 rows of a token's KV heads side by side: up to this many heads
+   * per group, a warp each, staged as whole token spans (0: off); the split
+   * count then aims at this many groups per compute unit, rounded down */
+  int decode_mma_int4_heads, decode_mma_int4_groups_per_cu;
   int decode_mma_fp8_wg, decode_mma_fp8_stages;
   /* merge */
   int merge_wg;

@@ -18,6 +18,7 @@ typedef struct plan {
   bool mma, emulate; /* the tensor-core form (cl/decode_mma.clh); its PTX emulated (tests) */
   int nblk;          /* its 16-key blocks per warp in flight */
   int stages;        /* its ring of blocks per warp for quantized rows (0: none) */
+  int tokens;        /* its token-row form: KV heads per group, a warp each (0: a group per head) */
   bool rows32;       /* 16 rows of K, V (and their scale-shift words) span < 2^31 elements */
   clattn_dtype qdt, kvdt, odt;
   size_t part_o_elems, lse_offset_bytes, ws_bytes;
@@ -165,6 +166,35 @@ static void plan_stages(const clattn_context *ctx, const clattn_decode_params *p
   }
 }
 
+/* Token rows (cl/decode_mma.clh, TOKENS): int4 K/V whose token's rows of a
+ * group of heads are one span of whole 16-byte chunks (rows side by side,
+ * 16-byte aligned tokens and pages; K and V with one token stride, 16 of
+ * which fit in 31 bits), blocks inside one page. The most heads per group
+ * the tuning allows that divide Hkv and whose ring of two blocks fits in
+ * local memory. */
+static bool tokens_layout(const clattn_tensor *t, int64_t rw) {
+  return t->offset % 16 == 0 && t->stride[0] % 4 == 0 && t->stride[1] % 4 == 0 && t->stride[2] == rw;
+}
+static void plan_tokens(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
+  pl->tokens = 0;
+  const int64_t rw = row_width(pl);
+  if (pl->kv_q != 1 || pl->stages || (pl->paged && pl->page_size % 16) ||
+      !tokens_layout(&p->k, rw) || !tokens_layout(&p->v, rw) || p->k.stride[1] != p->v.stride[1] ||
+      max_key_stride(p, pl->kv_q) >= ((int64_t)1 << 26))
+    return;
+  for (int n = ctx->tuning.decode_mma_int4_heads; n >= 2; n /= 2) {
+    const int64_t seg = n * rw, pad = seg + (12 - seg % 8) % 8; /* TPAD */
+    const size_t ring = 2 * (32 * (size_t)pad + 4) * 4 + (pl->emulate ? 64 * 32 * (size_t)n : 0) + 256;
+    if (pl->Hkv % n == 0 && seg % 4 == 0 && (size_t)n * 32 <= ctx->profile.max_work_group_size &&
+        ring <= ctx->profile.local_mem_bytes) {
+      pl->tokens = n;
+      pl->WG = 32 * n;
+      pl->nblk = 1;
+      return;
+    }
+  }
+}
+
 static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
   memset(pl, 0, sizeof *pl);
   if (!p) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
@@ -297,12 +327,15 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
     const int qwg = pl->kv_q == 1 ? t->decode_mma_int4_wg : pl->kv_q == 2 ? t->decode_mma_fp8_wg : 0;
     if (qwg >= 32 && qwg % 32 == 0) pl->WG = qwg; /* whole warps; the lookup kept it within the device */
     plan_stages(ctx, p, pl);
+    plan_tokens(ctx, p, pl);
     pl->rows32 = max_key_stride(p, pl->kv_q) < ((int64_t)1 << 27); /* strides are >= 0 (checked) */
   }
 
   /* split count: fill the compute units unless fixed */
-  const int64_t groups = (int64_t)pl->B * pl->Hkv * pl->nrb;
-  const int per_cu = pl->mma && t->decode_mma_splits_per_cu ? t->decode_mma_splits_per_cu : t->decode_splits_per_cu;
+  const int64_t groups = (int64_t)pl->B * (pl->tokens ? pl->Hkv / pl->tokens : pl->Hkv) * pl->nrb;
+  const int per_cu = pl->tokens && t->decode_mma_int4_groups_per_cu ? t->decode_mma_int4_groups_per_cu
+                     : pl->mma && t->decode_mma_splits_per_cu ? t->decode_mma_splits_per_cu
+                                                              : t->decode_splits_per_cu;
   if (p->num_splits > 0) {
     pl->S = p->num_splits;
     pl->chunk = (int)div_up(pl->kv_cap > 0 ? pl->kv_cap : 1, pl->S);
@@ -311,6 +344,8 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
   } else {
     int64_t target = (int64_t)ctx->profile.compute_units * per_cu;
     int64_t s = div_up(target, groups > 0 ? groups : 1);
+    /* token rows: as many groups as fit the compute units at once, not more */
+    if (pl->tokens) s = target / (groups > 0 ? groups : 1);
     const int min_keys = pl->mma && t->decode_mma_min_keys ? t->decode_mma_min_keys : t->decode_min_keys_per_split;
     int64_t by_len = div_up(pl->kv_cap, min_keys > 0 ? min_keys : 1);
     if (s > by_len) s = by_len;
@@ -334,11 +369,11 @@ static void decode_options(const plan *pl, bool split, char *buf, size_t size) {
   snprintf(buf, size,
            "-DQ_DT=%s -DKV_DT=%s -DO_DT=%s -DD=%d -DWG=%d -DRB=%d -DKV_Q=%d -DKV_GROUPS=%d "
            "-DFP8_FNUZ=%d -DALIGNED=%d -DPAGED=%d -DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DSPLIT=%d "
-           "-DLANE_KEYS=%d -DKSTAGE=%d -DMMA=%d -DNBLK=%d -DSTAGES=%d -DROWS32=%d%s%s",
+           "-DLANE_KEYS=%d -DKSTAGE=%d -DMMA=%d -DNBLK=%d -DSTAGES=%d -DTOKENS=%d -DROWS32=%d%s%s",
            clattn_dtype_cl(pl->qdt), clattn_dtype_cl(pl->kv_q ? CLATTN_F32 : pl->kvdt),
            clattn_dtype_cl(pl->odt), pl->D, pl->WG, pl->RB, pl->kv_q, pl->kv_groups, pl->fnuz,
            pl->aligned, pl->paged, pl->varlen, pl->causal, pl->bias, split, pl->lane_keys, pl->kstage,
-           pl->mma, pl->nblk > 0 ? pl->nblk : 1, pl->stages, pl->rows32, pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
+           pl->mma, pl->nblk > 0 ? pl->nblk : 1, pl->stages, pl->tokens, pl->rows32, pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
 }
 
 clattn_status clattn_decode_workspace_size(clattn_context *ctx, const clattn_decode_params *params,
@@ -446,7 +481,8 @@ clattn_status clattn_decode(clattn_context *ctx, cl_command_queue queue,
   cl_event partial_done = NULL;
   if (s == CLATTN_SUCCESS) {
     size_t local[3] = {(size_t)pl.WG, 1, 1};
-    size_t global[3] = {(size_t)pl.WG * pl.S, (size_t)pl.Hkv * pl.nrb, (size_t)pl.B};
+    const int head_groups = pl.tokens ? pl.Hkv / pl.tokens : pl.Hkv;
+    size_t global[3] = {(size_t)pl.WG * pl.S, (size_t)head_groups * pl.nrb, (size_t)pl.B};
     s = clattn_launch(ctx, queue, k, name, 3, global, local, num_wait, wait_list,
                       split ? &partial_done : event);
   }

@@ -21,6 +21,7 @@ typedef struct qcase {
   int D;      /* head dim (0: 64) */
   int stages; /* the tensor-core form's ring of staged blocks (0: rows straight from global) */
   int hkv;    /* KV heads (0: 2) */
+  int heads;  /* the tensor-core form's token rows: up to this many KV heads per group (0: off) */
 } qcase;
 
 static void run_qcase(const qcase *c) {
@@ -30,10 +31,10 @@ static void run_qcase(const qcase *c) {
   const int fnuz = c->kvdt == CLATTN_FP8_FNUZ;
   const int X = fp8 ? D / 4 : c->groups + D / 8;
   char name[160];
-  CASE_NAME(name, "decode kv=%s%s%d D=%d Hkv=%d page=%d Mq=%d%s%s split=%d lanes=%d kstage=%d mma=%d stages=%d",
+  CASE_NAME(name, "decode kv=%s%s%d D=%d Hkv=%d page=%d Mq=%d%s%s split=%d lanes=%d kstage=%d mma=%d stages=%d heads=%d",
             clattn_dtype_name(c->kvdt), fp8 ? "" : " g", fp8 ? 0 : c->groups, D, Hkv, c->page_size, Mq,
             c->causal ? " causal" : "", c->bias ? " bias" : "", c->splits, c->lane_keys, c->kstage,
-            c->mma, c->stages);
+            c->mma, c->stages, c->heads);
   const clattn_dtype qdt = c->mma ? CLATTN_F16 : CLATTN_F32;
 
   /* logical rows [B][N][Hkv] quantized on the host, and their dequantized values */
@@ -137,6 +138,7 @@ static void run_qcase(const qcase *c) {
   fx.ctx->tuning.decode_lane_keys = c->lane_keys;
   fx.ctx->tuning.decode_kstage_quant = c->kstage;
   fx.ctx->tuning.decode_mma_int4_stages = fx.ctx->tuning.decode_mma_fp8_stages = c->stages;
+  fx.ctx->tuning.decode_mma_int4_heads = c->heads;
   clattn_force_path(c->mma ? 2 : 1);
   CHECK_OK(clattn_decode(fx.ctx, fx.queue, &p, 0, NULL, NULL));
   clattn_force_path(0);
@@ -161,7 +163,7 @@ static void run_qcase(const qcase *c) {
 
 static void test_int4(void) {
   for (int g = 1; g <= 8; g *= 2) {
-    qcase c = {CLATTN_INT4, g, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    qcase c = {CLATTN_INT4, g, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     c.page_size = g == 2 ? 16 : 0;
     c.splits = g == 4 ? 3 : 0;
     run_qcase(&c);
@@ -169,7 +171,7 @@ static void test_int4(void) {
 }
 
 static void test_fp8(void) {
-  qcase c = {CLATTN_FP8, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  qcase c = {CLATTN_FP8, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 16;
@@ -177,7 +179,7 @@ static void test_fp8(void) {
 }
 
 static void test_features(void) {
-  qcase c = {CLATTN_INT4, 2, 16, 4, 1, 1, 5, 0, 0, 0, 0, 0, 0};
+  qcase c = {CLATTN_INT4, 2, 16, 4, 1, 1, 5, 0, 0, 0, 0, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8;
   c.page_size = 0;
@@ -193,10 +195,10 @@ static void test_features(void) {
 
 static void test_kstage(void) {
   for (int g = 1; g <= 8; g *= 2) {
-    qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, 0, 0, 1, 0, 0, 0, 0};
+    qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, 0, 0, 1, 0, 0, 0, 0, 0};
     run_qcase(&c);
   }
-  qcase c = {CLATTN_FP8, 1, 16, 3, 1, 1, 4, 0, 1, 0, 0, 0, 0};
+  qcase c = {CLATTN_FP8, 1, 16, 3, 1, 1, 4, 0, 1, 0, 0, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 0;
@@ -208,7 +210,7 @@ static void test_kstage(void) {
  * straight from global memory (stages 0) or through a ring of staged blocks
  * (3: the slot index wraps unevenly); pages of 1 take the direct loads. */
 static void run_mma_cases(int stages) {
-  qcase c = {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, stages, 0};
+  qcase c = {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, stages, 0, 0};
   run_qcase(&c); /* D = 64, Hkv = 2: rows of 36 bytes, every 4-byte misalignment */
   c.page_size = 16;
   c.Mq = 2;
@@ -249,13 +251,32 @@ static void test_mma(void) {
    * blocks over many pages (page 1) take the lookup per row */
   for (int g = 2; g <= 8; g *= 2) {
     qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, g == 4 ? 3 : 0,
-               0, 0, 1, g == 8 ? 128 : 0, 0, g == 2 ? 4 : 0};
+               0, 0, 1, g == 8 ? 128 : 0, 0, g == 2 ? 4 : 0, 0};
     run_qcase(&c);
   }
-  qcase c = {CLATTN_INT4, 4, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0};
+  qcase c = {CLATTN_INT4, 4, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0};
   run_qcase(&c);
 }
 static void test_mma_staged(void) { run_mma_cases(3); }
+
+/* Token rows: int4 caches whose token's rows of a group of heads are whole
+ * 16-byte chunks ([.., N, Hkv, X] with Hkv X a multiple of 4 words); a group
+ * takes those heads, a warp each, and stages whole token spans. One group of
+ * heads or several (heads < Hkv), rows of 36, 68, 40, 48, 96 bytes, every
+ * int4 format, pages of 16 and 32, causal, bias, splits, 12 query rows per
+ * head (blocks of 16 rows), sequences of 100, 37 and 0 keys. */
+static void test_mma_tokens(void) {
+  static const qcase cases[] = {
+      /* kvdt, groups, page, Mq, causal, bias, splits, lanes, kstage, mma, D, stages, hkv, heads */
+      {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 64, 0, 4, 4},
+      {CLATTN_INT4, 1, 16, 2, 1, 1, 3, 0, 0, 1, 128, 0, 8, 8},
+      {CLATTN_INT4, 1, 0, 4, 1, 0, 0, 0, 0, 1, 64, 0, 8, 4},
+      {CLATTN_INT4, 2, 32, 3, 0, 0, 2, 0, 0, 1, 64, 0, 2, 2},
+      {CLATTN_INT4, 4, 0, 1, 0, 1, 0, 0, 0, 1, 128, 0, 4, 8},
+      {CLATTN_INT4, 8, 16, 1, 1, 0, 0, 0, 0, 1, 128, 0, 2, 2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_qcase(&cases[i]);
+}
 
 void add_decode_quant_tests(CU_pSuite s) {
   CU_add_test(s, "quantized K/V: int4 g1 g2 g4 g8", test_int4);
@@ -264,4 +285,5 @@ void add_decode_quant_tests(CU_pSuite s) {
   CU_add_test(s, "quantized K/V: K rows staged in local memory", test_kstage);
   CU_add_test(s, "quantized K/V: tensor-core form (PTX emulated off NVIDIA)", test_mma);
   CU_add_test(s, "quantized K/V: tensor-core form, rows staged through a ring", test_mma_staged);
+  CU_add_test(s, "quantized K/V: tensor-core form, token rows of a group of heads", test_mma_tokens);
 }
