@@ -620,5 +620,18 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.nblk = 1;
     EMIT(pl, q == 2);
   }
+  for (int g = 1; g <= 4; g *= 4) { /* int4 token rows: 4 heads of 68-byte rows, 8 of 80-byte rows */
+    plan pl = base;
+    pl.mma = pl.emulate = true;
+    pl.kv_q = 1;
+    pl.kv_groups = g;
+    pl.nblk = 1;
+    pl.tokens = g == 1 ? 4 : 8;
+    pl.WG = 32 * pl.tokens;
+    pl.RB = g == 1 ? 8 : 16;
+    pl.paged = pl.causal = g == 4;
+    pl.page_size = pl.paged ? 16 : 0;
+    EMIT(pl, g == 1);
+  }
 #undef EMIT
 }
