@@ -225,6 +225,11 @@ typedef struct clattn_decode_params {
  * dtype for the P V product (2^-12 relative for f16, 2^-9 for bf16), and
  * int4 rows of 2, 4 or 8 groups are dequantized to f16 values (each rounded
  * once, as an f16 cache would hold it); scores, sums and lse stay f32.
+ * int4 caches read fastest where a token's rows of its KV heads lie side by
+ * side ([.., N or page_size, Hkv, X] with stride[2] = X; K and V with one
+ * token stride; 16-byte aligned offsets and strides; pages of a multiple of
+ * 16): a group then copies whole token spans of 4 (or 2) heads, where that
+ * many rows make whole 16-byte chunks and divide Hkv.
  * Elsewhere, and with CLATTN_PORTABLE=1, all arithmetic is f32 after
  * loading. */
 CLATTN_API clattn_status clattn_decode(clattn_context *ctx, cl_command_queue queue,

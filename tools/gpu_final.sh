@@ -25,6 +25,7 @@ done
 for kv in f16 int4 fp8 int4g2 int4g4 int4g8; do
   d --batch 64 --heads 32 --kv-heads 8 --head-dim 128 --ctx 32768 --dtype f16 --kv-dtype $kv --repeat 20 --no-check
 done
+d --batch 64 --heads 32 --kv-heads 8 --head-dim 128 --ctx 32768 --dtype f16 --kv-dtype int4 --paged --page-size 16 --repeat 20 --no-check
 for ps in 16 256; do for c in 4096 32768; do
   d --batch 64 --heads 32 --kv-heads 8 --head-dim 128 --ctx $c --dtype f16 --paged --page-size $ps --repeat 20 --no-check
 done; done
