@@ -262,7 +262,7 @@ static void test_mma_staged(void) { run_mma_cases(3); }
 /* Token rows: int4 caches whose token's rows of a group of heads are whole
  * 16-byte chunks ([.., N, Hkv, X] with Hkv X a multiple of 4 words); a group
  * takes those heads, a warp each, and stages whole token spans. One group of
- * heads or several (heads < Hkv), rows of 36, 68, 40, 48, 96 bytes, every
+ * heads or several (heads < Hkv), rows of 36, 68, 40, 80, 96 bytes, every
  * int4 format, pages of 16 and 32, causal, bias, splits, 12 query rows per
  * head (blocks of 16 rows), sequences of 100, 37 and 0 keys. */
 static void test_mma_tokens(void) {
