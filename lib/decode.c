@@ -172,6 +172,10 @@ static void plan_stages(const clattn_context *ctx, const clattn_decode_params *p
  * which fit in 31 bits), blocks inside one page. The most heads per group
  * the tuning allows that divide Hkv and whose ring of two blocks fits in
  * local memory. */
+/* Work-groups along the KV heads of a row block: one per head, or per group
+ * of `tokens` heads. */
+static int head_groups(const plan *pl) { return pl->tokens ? pl->Hkv / pl->tokens : pl->Hkv; }
+
 static bool tokens_layout(const clattn_tensor *t, int64_t rw) {
   return t->offset % 16 == 0 && t->stride[0] % 4 == 0 && t->stride[1] % 4 == 0 && t->stride[2] == rw;
 }
@@ -332,7 +336,7 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
   }
 
   /* split count: fill the compute units unless fixed */
-  const int64_t groups = (int64_t)pl->B * (pl->tokens ? pl->Hkv / pl->tokens : pl->Hkv) * pl->nrb;
+  const int64_t groups = (int64_t)pl->B * head_groups(pl) * pl->nrb;
   const int per_cu = pl->tokens && t->decode_mma_int4_groups_per_cu ? t->decode_mma_int4_groups_per_cu
                      : pl->mma && t->decode_mma_splits_per_cu ? t->decode_mma_splits_per_cu
                                                               : t->decode_splits_per_cu;
@@ -343,9 +347,8 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
     if (pl->mma) pl->chunk = (int)(div_up(pl->chunk, 16) * 16);
   } else {
     int64_t target = (int64_t)ctx->profile.compute_units * per_cu;
-    int64_t s = div_up(target, groups > 0 ? groups : 1);
     /* token rows: as many groups as fit the compute units at once, not more */
-    if (pl->tokens) s = target / (groups > 0 ? groups : 1);
+    int64_t s = pl->tokens ? target / (groups > 0 ? groups : 1) : div_up(target, groups > 0 ? groups : 1);
     const int min_keys = pl->mma && t->decode_mma_min_keys ? t->decode_mma_min_keys : t->decode_min_keys_per_split;
     int64_t by_len = div_up(pl->kv_cap, min_keys > 0 ? min_keys : 1);
     if (s > by_len) s = by_len;
@@ -481,8 +484,7 @@ clattn_status clattn_decode(clattn_context *ctx, cl_command_queue queue,
   cl_event partial_done = NULL;
   if (s == CLATTN_SUCCESS) {
     size_t local[3] = {(size_t)pl.WG, 1, 1};
-    const int head_groups = pl.tokens ? pl.Hkv / pl.tokens : pl.Hkv;
-    size_t global[3] = {(size_t)pl.WG * pl.S, (size_t)head_groups * pl.nrb, (size_t)pl.B};
+    size_t global[3] = {(size_t)pl.WG * pl.S, (size_t)head_groups(&pl) * pl.nrb, (size_t)pl.B};
     s = clattn_launch(ctx, queue, k, name, 3, global, local, num_wait, wait_list,
                       split ? &partial_done : event);
   }
