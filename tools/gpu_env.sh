@@ -5,5 +5,5 @@ echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.
 for f in .debs/*.deb; do dpkg -x "$f" /tmp/x; done
 export LD_LIBRARY_PATH=/tmp/x/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export CLATTN_DEVICE=${CLATTN_DEVICE:-NVIDIA}
-export CLATTN_KERNEL_DIR=$PWD/cl
+export CLATTN_KERNEL_DIR=${CLATTN_KERNEL_DIR:-$PWD/cl}
 export CLATTN_CACHE_DIR=/tmp/clattn-cache
