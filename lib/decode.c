@@ -166,19 +166,20 @@ static void plan_stages(const clattn_context *ctx, const clattn_decode_params *p
   }
 }
 
+/* Work-groups along the KV heads of a row block: one per head, or per group
+ * of `tokens` heads. */
+static int head_groups(const plan *pl) { return pl->tokens ? pl->Hkv / pl->tokens : pl->Hkv; }
+
+/* A token's rows of its KV heads side by side, tokens 16-byte aligned. */
+static bool tokens_layout(const clattn_tensor *t, int64_t rw) {
+  return t->offset % 16 == 0 && t->stride[0] % 4 == 0 && t->stride[1] % 4 == 0 && t->stride[2] == rw;
+}
 /* Token rows (cl/decode_mma.clh, TOKENS): int4 K/V whose token's rows of a
  * group of heads are one span of whole 16-byte chunks (rows side by side,
  * 16-byte aligned tokens and pages; K and V with one token stride, 16 of
  * which fit in 31 bits), blocks inside one page. The most heads per group
  * the tuning allows that divide Hkv and whose ring of two blocks fits in
  * local memory. */
-/* Work-groups along the KV heads of a row block: one per head, or per group
- * of `tokens` heads. */
-static int head_groups(const plan *pl) { return pl->tokens ? pl->Hkv / pl->tokens : pl->Hkv; }
-
-static bool tokens_layout(const clattn_tensor *t, int64_t rw) {
-  return t->offset % 16 == 0 && t->stride[0] % 4 == 0 && t->stride[1] % 4 == 0 && t->stride[2] == rw;
-}
 static void plan_tokens(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
   pl->tokens = 0;
   const int64_t rw = row_width(pl);
