@@ -41,8 +41,8 @@ static const row table[] = {
      * group (0.77 ms; through a ring of 2 staged blocks with 8 warps 0.93),
      * fp8 with 8 warps (1.02 ms; 6 warps with 2 blocks in flight 1.09).
      * int4 caches of whole token rows take the token-row form instead: 4
-     * KV heads per group, 4 groups per SM (0.69 ms; 8 heads 0.72; splits
-     * rounded up to 3 per SM 0.73).
+     * KV heads per group, 4 groups per SM (0.64-0.65 ms; 8 heads with 2
+     * groups per SM 0.64; 3 or 8 splits 0.70 / 0.66).
      * ReRoPE forward (Z=1 H=32 N=8192 D=64 W=2048, non-causal; two passes,
      * one Q in registers): key tiles of 64, a ring of 2 tiles, 2 blocks of
      * 16 query rows per warp (2.05 ms; tiles of 32: 2.22, with 3 in the ring
