@@ -245,7 +245,9 @@ static inline void store_block_rows(__local const float *acc, __local const floa
   }
 }
 
-/* The partial kernel's parameters (both forms take the same arguments). */
+/* The partial kernel's parameters (both forms take the same arguments; the
+ * last three only the tensor-core form's STREAM spans read: the row blocks
+ * per sequence, all (sequence, row block) pairs' 16-key blocks, the parts). */
 #define DECODE_PARTIAL_PARAMS \
     __global const ELT(Q_DT) *q, long q_off, long sqb, long sqm, long sqh, long sqd, \
     __global const KV_ELT *k, long k_off, long sk0, long sk1, long sk2, \
@@ -259,7 +261,7 @@ static inline void store_block_rows(__local const float *acc, __local const floa
     __global ELT(OUT_DT) *o, long o_off, long sob, long som, long soh, long sod, long o_split, \
     __global float *lse, long lse_off, long slb, long slh, long slm, long lse_split, \
     __global int *err_flag, \
-    int Mq, int Hq, int Hkv, int chunk, float scale
+    int Mq, int Hq, int Hkv, int chunk, float scale, int nrb, long blocks, int slots
 
 #if MMA
 #include "decode_mma.clh"

@@ -229,7 +229,11 @@ typedef struct clattn_decode_params {
  * side ([.., N or page_size, Hkv, X] with stride[2] = X; K and V with one
  * token stride; 16-byte aligned offsets and strides; pages of a multiple of
  * 16): a group then copies whole token spans of 4 (or 2) heads, where that
- * many rows make whole 16-byte chunks and divide Hkv.
+ * many rows make whole 16-byte chunks and divide Hkv. With the split count
+ * chosen there, the sequences' keys are laid end to end and cut into equal
+ * spans, one per work-group the device runs at once; a span may end one
+ * sequence and start the next (num_splits is then the most parts a
+ * sequence has).
  * Elsewhere, and with CLATTN_PORTABLE=1, all arithmetic is f32 after
  * loading. */
 CLATTN_API clattn_status clattn_decode(clattn_context *ctx, cl_command_queue queue,

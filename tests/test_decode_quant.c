@@ -22,6 +22,8 @@ typedef struct qcase {
   int stages; /* the tensor-core form's ring of staged blocks (0: rows straight from global) */
   int hkv;    /* KV heads (0: 2) */
   int heads;  /* the tensor-core form's token rows: up to this many KV heads per group (0: off) */
+  int cus;    /* compute units the planner sees (0: the device's): token rows' stream spans */
+  int parts;  /* with cus: the parts (split count) the planner must choose */
 } qcase;
 
 static void run_qcase(const qcase *c) {
@@ -31,10 +33,10 @@ static void run_qcase(const qcase *c) {
   const int fnuz = c->kvdt == CLATTN_FP8_FNUZ;
   const int X = fp8 ? D / 4 : c->groups + D / 8;
   char name[160];
-  CASE_NAME(name, "decode kv=%s%s%d D=%d Hkv=%d page=%d Mq=%d%s%s split=%d lanes=%d kstage=%d mma=%d stages=%d heads=%d",
+  CASE_NAME(name, "decode kv=%s%s%d D=%d Hkv=%d page=%d Mq=%d%s%s split=%d lanes=%d kstage=%d mma=%d stages=%d heads=%d cus=%d",
             clattn_dtype_name(c->kvdt), fp8 ? "" : " g", fp8 ? 0 : c->groups, D, Hkv, c->page_size, Mq,
             c->causal ? " causal" : "", c->bias ? " bias" : "", c->splits, c->lane_keys, c->kstage,
-            c->mma, c->stages, c->heads);
+            c->mma, c->stages, c->heads, c->cus);
   const clattn_dtype qdt = c->mma ? CLATTN_F16 : CLATTN_F32;
 
   /* logical rows [B][N][Hkv] quantized on the host, and their dequantized values */
@@ -135,14 +137,27 @@ static void run_qcase(const qcase *c) {
   p.causal = c->causal;
   p.num_splits = c->splits;
   const clattn_tuning saved = fx.ctx->tuning;
+  const int saved_cus = fx.ctx->profile.compute_units;
+  if (c->cus) { /* the planner's inputs fixed, whatever the device's row */
+    fx.ctx->profile.compute_units = c->cus;
+    fx.ctx->tuning.decode_mma_int4_groups_per_cu = 2;
+    fx.ctx->tuning.decode_mma_min_keys = 64;
+    fx.ctx->tuning.decode_max_splits = 64;
+  }
   fx.ctx->tuning.decode_lane_keys = c->lane_keys;
   fx.ctx->tuning.decode_kstage_quant = c->kstage;
   fx.ctx->tuning.decode_mma_int4_stages = fx.ctx->tuning.decode_mma_fp8_stages = c->stages;
   fx.ctx->tuning.decode_mma_int4_heads = c->heads;
   clattn_force_path(c->mma ? 2 : 1);
+  if (c->parts) {
+    int parts = 0;
+    CHECK_OK(clattn_decode_workspace_size(fx.ctx, &p, NULL, &parts));
+    CU_ASSERT_EQUAL(parts, c->parts);
+  }
   CHECK_OK(clattn_decode(fx.ctx, fx.queue, &p, 0, NULL, NULL));
   clattn_force_path(0);
   fx.ctx->tuning = saved;
+  fx.ctx->profile.compute_units = saved_cus;
   buf_read(om, 0, nq, CLATTN_F32, o);
   buf_read(lm, 0, (size_t)B * Hq * Mq, CLATTN_F32, lse);
   /* Same dequantized values on both sides: only f32 arithmetic differs
@@ -163,7 +178,7 @@ static void run_qcase(const qcase *c) {
 
 static void test_int4(void) {
   for (int g = 1; g <= 8; g *= 2) {
-    qcase c = {CLATTN_INT4, g, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    qcase c = {CLATTN_INT4, g, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     c.page_size = g == 2 ? 16 : 0;
     c.splits = g == 4 ? 3 : 0;
     run_qcase(&c);
@@ -171,7 +186,7 @@ static void test_int4(void) {
 }
 
 static void test_fp8(void) {
-  qcase c = {CLATTN_FP8, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  qcase c = {CLATTN_FP8, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 16;
@@ -179,7 +194,7 @@ static void test_fp8(void) {
 }
 
 static void test_features(void) {
-  qcase c = {CLATTN_INT4, 2, 16, 4, 1, 1, 5, 0, 0, 0, 0, 0, 0, 0};
+  qcase c = {CLATTN_INT4, 2, 16, 4, 1, 1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8;
   c.page_size = 0;
@@ -195,10 +210,10 @@ static void test_features(void) {
 
 static void test_kstage(void) {
   for (int g = 1; g <= 8; g *= 2) {
-    qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, 0, 0, 1, 0, 0, 0, 0, 0};
+    qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
     run_qcase(&c);
   }
-  qcase c = {CLATTN_FP8, 1, 16, 3, 1, 1, 4, 0, 1, 0, 0, 0, 0, 0};
+  qcase c = {CLATTN_FP8, 1, 16, 3, 1, 1, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 0;
@@ -210,7 +225,7 @@ static void test_kstage(void) {
  * straight from global memory (stages 0) or through a ring of staged blocks
  * (3: the slot index wraps unevenly); pages of 1 take the direct loads. */
 static void run_mma_cases(int stages) {
-  qcase c = {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, stages, 0, 0};
+  qcase c = {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, stages, 0, 0, 0, 0};
   run_qcase(&c); /* D = 64, Hkv = 2: rows of 36 bytes, every 4-byte misalignment */
   c.page_size = 16;
   c.Mq = 2;
@@ -251,10 +266,10 @@ static void test_mma(void) {
    * blocks over many pages (page 1) take the lookup per row */
   for (int g = 2; g <= 8; g *= 2) {
     qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, g == 4 ? 3 : 0,
-               0, 0, 1, g == 8 ? 128 : 0, 0, g == 2 ? 4 : 0, 0};
+               0, 0, 1, g == 8 ? 128 : 0, 0, g == 2 ? 4 : 0, 0, 0, 0};
     run_qcase(&c);
   }
-  qcase c = {CLATTN_INT4, 4, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0};
+  qcase c = {CLATTN_INT4, 4, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0};
   run_qcase(&c);
 }
 static void test_mma_staged(void) { run_mma_cases(3); }
@@ -268,12 +283,31 @@ static void test_mma_staged(void) { run_mma_cases(3); }
 static void test_mma_tokens(void) {
   static const qcase cases[] = {
       /* kvdt, groups, page, Mq, causal, bias, splits, lanes, kstage, mma, D, stages, hkv, heads */
-      {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 64, 0, 4, 4},
-      {CLATTN_INT4, 1, 16, 2, 1, 1, 3, 0, 0, 1, 128, 0, 8, 8},
-      {CLATTN_INT4, 1, 0, 4, 1, 0, 0, 0, 0, 1, 64, 0, 8, 4},
-      {CLATTN_INT4, 2, 32, 3, 0, 0, 2, 0, 0, 1, 64, 0, 2, 2},
-      {CLATTN_INT4, 4, 0, 1, 0, 1, 0, 0, 0, 1, 128, 0, 4, 8},
-      {CLATTN_INT4, 8, 16, 1, 1, 0, 0, 0, 0, 1, 128, 0, 2, 2},
+      {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 64, 0, 4, 4, 0, 0},
+      {CLATTN_INT4, 1, 16, 2, 1, 1, 3, 0, 0, 1, 128, 0, 8, 8, 0, 0},
+      {CLATTN_INT4, 1, 0, 4, 1, 0, 0, 0, 0, 1, 64, 0, 8, 4, 0, 0},
+      {CLATTN_INT4, 2, 32, 3, 0, 0, 2, 0, 0, 1, 64, 0, 2, 2, 0, 0},
+      {CLATTN_INT4, 4, 0, 1, 0, 1, 0, 0, 0, 1, 128, 0, 4, 8, 0, 0},
+      {CLATTN_INT4, 8, 16, 1, 1, 0, 0, 0, 0, 1, 128, 0, 2, 2, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_qcase(&cases[i]);
+}
+
+/* Token rows with the split count chosen: spans of equal length over the
+ * (sequence, row block) pairs' 16-key blocks laid end to end, a work-group
+ * per span and group of heads. Sequences of 100, 37 and 0 keys (7 blocks
+ * each, 8 with pages of 32): the compute units the planner sees (2 slots
+ * each, shared by the groups of heads) cut them into spans of 6 or 4
+ * blocks (at least 4: 64 keys), so spans end one sequence
+ * and start the next, a sequence has 2 or 3 parts (fewer padded with empty
+ * parts), one has none; causal Mq 3, bias, pages of 16 and 32. */
+static void test_mma_stream(void) {
+  static const qcase cases[] = {
+      /* kvdt, groups, page, Mq, causal, bias, splits, lanes, kstage, mma, D, stages, hkv, heads, cus, parts */
+      {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 64, 0, 4, 4, 2, 2},    /* spans of 6 */
+      {CLATTN_INT4, 1, 16, 1, 0, 1, 0, 0, 0, 1, 64, 0, 4, 4, 3, 3},   /* 4: parts 2, 3, 3 */
+      {CLATTN_INT4, 1, 0, 3, 1, 0, 0, 0, 0, 1, 64, 0, 8, 4, 6, 3},    /* 2 groups of heads */
+      {CLATTN_INT4, 1, 32, 2, 0, 0, 0, 0, 0, 1, 128, 0, 8, 8, 4, 2},  /* 4 of 8: aligned */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_qcase(&cases[i]);
 }
@@ -286,4 +320,5 @@ void add_decode_quant_tests(CU_pSuite s) {
   CU_add_test(s, "quantized K/V: tensor-core form (PTX emulated off NVIDIA)", test_mma);
   CU_add_test(s, "quantized K/V: tensor-core form, rows staged through a ring", test_mma_staged);
   CU_add_test(s, "quantized K/V: tensor-core form, token rows of a group of heads", test_mma_tokens);
+  CU_add_test(s, "quantized K/V: token rows in stream spans over every sequence", test_mma_stream);
 }
