@@ -674,7 +674,7 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.paged = pl.causal = g == 4;
     pl.page_size = pl.paged ? 16 : 0;
     EMIT(pl, g == 1);
-    pl.stream = true; /* spans over every group's blocks (split parts) */
+    pl.stream = true; /* spans over every sequence's blocks (split parts) */
     EMIT(pl, 1);
   }
 #undef EMIT

@@ -282,7 +282,7 @@ static void test_mma_staged(void) { run_mma_cases(3); }
  * head (blocks of 16 rows), sequences of 100, 37 and 0 keys. */
 static void test_mma_tokens(void) {
   static const qcase cases[] = {
-      /* kvdt, groups, page, Mq, causal, bias, splits, lanes, kstage, mma, D, stages, hkv, heads */
+      /* kvdt, groups, page, Mq, causal, bias, splits, lanes, kstage, mma, D, stages, hkv, heads, cus, parts */
       {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 64, 0, 4, 4, 0, 0},
       {CLATTN_INT4, 1, 16, 2, 1, 1, 3, 0, 0, 1, 128, 0, 8, 8, 0, 0},
       {CLATTN_INT4, 1, 0, 4, 1, 0, 0, 0, 0, 1, 64, 0, 8, 4, 0, 0},
