@@ -84,6 +84,10 @@ typedef struct clattn_tuning {
    * per group, a warp each, staged as whole token spans (0: off); the split
    * count then aims at this many groups per compute unit, rounded down */
   int decode_mma_int4_heads, decode_mma_int4_groups_per_cu;
+  /* token rows where the group can take all of a token's KV heads and the
+   * tokens lie back to back: that group, each block staged as it lies (one
+   * bulk copy per tensor where the device has them) */
+  int decode_mma_int4_whole;
   int decode_mma_fp8_wg, decode_mma_fp8_stages;
   /* merge */
   int merge_wg;
@@ -135,6 +139,10 @@ bool clattn_nv_ptx_active(const clattn_context *ctx);
  * (decode, ReRoPE): 0 auto; 1 portable kernels only; 2 tensor-core kernels,
  * their PTX emulated in local memory off NVIDIA, where the shape allows. */
 void clattn_force_path(int path);
+/* Test hook: the options decode's partial kernel for params is built with
+ * (the plan's choices: -DTOKENS=.., -DTWHOLE=..), without the device's. */
+clattn_status clattn_decode_build_options(clattn_context *ctx, const clattn_decode_params *params,
+                                          char *buf, size_t size);
 int clattn_forced_path(void);
 
 /* ------------------------------------------------------------------ programs (program.c) */

@@ -19,12 +19,12 @@ typedef struct row {
   .decode_wg = (wg), .decode_splits_per_cu = (per_cu), .decode_min_keys_per_split = (min_keys), \
   .decode_max_splits = (max_splits), .decode_lane_keys = (lane_keys), .decode_kstage = (kstage), \
   .decode_kstage_quant = (kstage_quant)
-#define DECODE_MMA(use, per_cu, min_keys, int4_wg, int4_stages, int4_heads, int4_per_cu, fp8_wg,   \
-                   fp8_stages)                                                                     \
-  .decode_mma = (use), .decode_mma_splits_per_cu = (per_cu), .decode_mma_min_keys = (min_keys), \
-  .decode_mma_int4_wg = (int4_wg), .decode_mma_int4_stages = (int4_stages),                     \
-  .decode_mma_int4_heads = (int4_heads), .decode_mma_int4_groups_per_cu = (int4_per_cu),        \
-  .decode_mma_fp8_wg = (fp8_wg), .decode_mma_fp8_stages = (fp8_stages)
+#define DECODE_MMA(use, per_cu, min_keys, int4_wg, int4_stages, int4_heads, int4_per_cu, int4_whole, \
+                   fp8_wg, fp8_stages)                                                               \
+  .decode_mma = (use), .decode_mma_splits_per_cu = (per_cu), .decode_mma_min_keys = (min_keys),   \
+  .decode_mma_int4_wg = (int4_wg), .decode_mma_int4_stages = (int4_stages),                       \
+  .decode_mma_int4_heads = (int4_heads), .decode_mma_int4_groups_per_cu = (int4_per_cu),          \
+  .decode_mma_int4_whole = (int4_whole), .decode_mma_fp8_wg = (fp8_wg), .decode_mma_fp8_stages = (fp8_stages)
 #define RROPE(bm, bn, wg, mma) .rerope_block_m = (bm), .rerope_block_n = (bn), .rerope_wg = (wg), .rerope_use_mma = (mma)
 #define RROPE_MMA(stages, warp_blocks, block_n) \
   .rerope_stages = (stages), .rerope_warp_blocks = (warp_blocks), .rerope_mma_block_n = (block_n)
@@ -42,13 +42,15 @@ static const row table[] = {
      * fp8 with 8 warps (1.02 ms; 6 warps with 2 blocks in flight 1.09).
      * int4 caches of whole token rows take the token-row form instead: 4
      * KV heads per group, 4 groups per SM (0.64-0.65 ms; 8 heads with 2
-     * groups per SM 0.64; 3 or 8 splits 0.70 / 0.66).
+     * groups per SM 0.64; 3 or 8 splits 0.70 / 0.66); on sm_90, with tokens
+     * back to back, one group of all 8 heads, each block of K or V one bulk
+     * copy (0.615-0.617 ms against 0.650-0.652 padded in the same runs).
      * ReRoPE forward (Z=1 H=32 N=8192 D=64 W=2048, non-causal; two passes,
      * one Q in registers): key tiles of 64, a ring of 2 tiles, 2 blocks of
      * 16 query rows per warp (2.05 ms; tiles of 32: 2.22, with 3 in the ring
      * 2.19; 1 block per warp 2.54). */
-    {"nvidia-sm9", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 2, 1024, 128, 0, 4, 4, 256, 0), RROPE(64, 32, 128, 1), RROPE_MMA(2, 2, 64), OTHERS(128, 256)}},
-    {"nvidia-sm8", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 2, 1024, 128, 0, 4, 4, 256, 0), RROPE(64, 32, 128, 1), RROPE_MMA(2, 2, 64), OTHERS(128, 256)}},
+    {"nvidia-sm9", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 2, 1024, 128, 0, 4, 4, 1, 256, 0), RROPE(64, 32, 128, 1), RROPE_MMA(2, 2, 64), OTHERS(128, 256)}},
+    {"nvidia-sm8", {DECODE(128, 2, 256, 128, 0, 0, 0), DECODE_MMA(1, 2, 1024, 128, 0, 4, 4, 0, 256, 0), RROPE(64, 32, 128, 1), RROPE_MMA(2, 2, 64), OTHERS(128, 256)}},
     {"nvidia", {DECODE(128, 2, 256, 128, 0, 0, 0), RROPE(32, 32, 128, 0), OTHERS(128, 256)}},
     /* CDNA (wave64) and RDNA (wave32): unmeasured, NVIDIA's choices */
     {"amd-gfx9", {DECODE(256, 4, 256, 128, 0, 0, 0), RROPE(32, 32, 256, 0), OTHERS(256, 256)}},
@@ -73,6 +75,7 @@ static const struct {
     FIELD(decode_max_splits), FIELD(decode_lane_keys), FIELD(decode_kstage), FIELD(decode_kstage_quant),
     FIELD(decode_mma), FIELD(decode_mma_splits_per_cu), FIELD(decode_mma_min_keys),
     FIELD(decode_mma_blocks), FIELD(decode_mma_int4_wg), FIELD(decode_mma_int4_stages), FIELD(decode_mma_int4_heads), FIELD(decode_mma_int4_groups_per_cu),
+    FIELD(decode_mma_int4_whole),
     FIELD(decode_mma_fp8_wg), FIELD(decode_mma_fp8_stages), FIELD(merge_wg),
     FIELD(rerope_block_m), FIELD(rerope_block_n), FIELD(rerope_wg),
     FIELD(rerope_use_mma), FIELD(rerope_stages), FIELD(rerope_warp_blocks), FIELD(rerope_mma_block_n), FIELD(quant_wg),

@@ -19,6 +19,7 @@ typedef struct plan {
   int nblk;          /* its 16-key blocks per warp in flight */
   int stages;        /* its ring of blocks per warp for quantized rows (0: none) */
   int tokens;        /* its token-row form: KV heads per group, a warp each (0: a group per head) */
+  bool whole;        /* token rows: the group's heads are all of a token's, tokens back to back */
   bool rows32;       /* 16 rows of K, V (and their scale-shift words) span < 2^31 elements */
   bool stream;       /* token rows: spans of chunk keys over all (sequence, row block) pairs' blocks */
   int64_t blocks, P; /* stream: those 16-key blocks, spans (a work-group per span and head group) */
@@ -176,29 +177,44 @@ static int head_groups(const plan *pl) { return pl->tokens ? pl->Hkv / pl->token
 static bool tokens_layout(const clattn_tensor *t, int64_t rw) {
   return t->offset % 16 == 0 && t->stride[0] % 4 == 0 && t->stride[1] % 4 == 0 && t->stride[2] == rw;
 }
+/* Whether a group of n heads, a warp each, with a ring of two blocks of
+ * token spans staged pad words per token, fits the device. */
+static bool tokens_fit(const clattn_context *ctx, const plan *pl, int64_t n, int64_t pad) {
+  const size_t ring = 2 * (32 * (size_t)pad + 4) * 4 + (pl->emulate ? 64 * 32 * (size_t)n : 0) + 256;
+  return (size_t)n * 32 <= ctx->profile.max_work_group_size && ring <= ctx->profile.local_mem_bytes;
+}
 /* Token rows (cl/decode_mma.clh, TOKENS): int4 K/V whose token's rows of a
  * group of heads are one span of whole 16-byte chunks (rows side by side,
  * 16-byte aligned tokens and pages; K and V with one token stride, 16 of
- * which fit in 31 bits), blocks inside one page. The most heads per group
- * the tuning allows that divide Hkv and whose ring of two blocks fits in
- * local memory. */
+ * which fit in 31 bits), blocks inside one page. Where the tuning asks and
+ * tokens lie back to back, one group of all Hkv heads, the blocks staged
+ * as they lie (whole); else the most heads per group the tuning allows that
+ * divide Hkv, with rows padded in local memory. */
 static void plan_tokens(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
   pl->tokens = 0;
+  pl->whole = false;
   const int64_t rw = row_width(pl);
   if (pl->kv_q != 1 || pl->stages || (pl->paged && pl->page_size % 16) ||
       !tokens_layout(&p->k, rw) || !tokens_layout(&p->v, rw) || p->k.stride[1] != p->v.stride[1] ||
-      max_key_stride(p, pl->kv_q) >= ((int64_t)1 << 26))
+      max_key_stride(p, pl->kv_q) >= ((int64_t)1 << 26) || ctx->tuning.decode_mma_int4_heads < 2)
     return;
-  for (int n = ctx->tuning.decode_mma_int4_heads; n >= 2; n /= 2) {
+  /* whole: unpadded, the quads' fragment reads of tokens all words apart
+   * share banks gcd(all, 32) / 4 ways; at most 2 (all % 16 != 0) is taken
+   * (H200, B=64 ctx=32768: int4's 2 ways 5% faster than padded rows, int4g4's
+   * 8 ways 10% slower) */
+  const int64_t all = pl->Hkv * rw;
+  if (ctx->tuning.decode_mma_int4_whole && pl->Hkv >= 2 && p->k.stride[1] == all && all % 4 == 0 &&
+      all % 16 != 0 && tokens_fit(ctx, pl, pl->Hkv, all)) {
+    pl->whole = true;
+    pl->tokens = pl->Hkv;
+  }
+  for (int n = ctx->tuning.decode_mma_int4_heads; n >= 2 && !pl->tokens; n /= 2) {
     const int64_t seg = n * rw, pad = seg + (12 - seg % 8) % 8; /* TPAD */
-    const size_t ring = 2 * (32 * (size_t)pad + 4) * 4 + (pl->emulate ? 64 * 32 * (size_t)n : 0) + 256;
-    if (pl->Hkv % n == 0 && seg % 4 == 0 && (size_t)n * 32 <= ctx->profile.max_work_group_size &&
-        ring <= ctx->profile.local_mem_bytes) {
-      pl->tokens = n;
-      pl->WG = 32 * n;
-      pl->nblk = 1;
-      return;
-    }
+    if (pl->Hkv % n == 0 && seg % 4 == 0 && tokens_fit(ctx, pl, n, pad)) pl->tokens = n;
+  }
+  if (pl->tokens) {
+    pl->WG = 32 * pl->tokens;
+    pl->nblk = 1;
   }
 }
 
@@ -370,7 +386,10 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
 
   /* split count: fill the compute units unless fixed */
   const int64_t groups = (int64_t)pl->B * head_groups(pl) * pl->nrb;
-  const int per_cu = pl->tokens && t->decode_mma_int4_groups_per_cu ? t->decode_mma_int4_groups_per_cu
+  /* token rows: the tuning's groups per unit are of int4_heads heads; the
+   * same warps per unit for groups of other sizes */
+  const int tok_per_cu = pl->tokens ? t->decode_mma_int4_groups_per_cu * t->decode_mma_int4_heads / pl->tokens : 0;
+  const int per_cu = pl->tokens && t->decode_mma_int4_groups_per_cu ? (tok_per_cu > 1 ? tok_per_cu : 1)
                      : pl->mma && t->decode_mma_splits_per_cu ? t->decode_mma_splits_per_cu
                                                               : t->decode_splits_per_cu;
   const int64_t target = (int64_t)ctx->profile.compute_units * per_cu;
@@ -406,12 +425,12 @@ static void decode_options(const plan *pl, bool split, char *buf, size_t size) {
   snprintf(buf, size,
            "-DQ_DT=%s -DKV_DT=%s -DO_DT=%s -DD=%d -DWG=%d -DRB=%d -DKV_Q=%d -DKV_GROUPS=%d "
            "-DFP8_FNUZ=%d -DALIGNED=%d -DPAGED=%d -DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DSPLIT=%d "
-           "-DLANE_KEYS=%d -DKSTAGE=%d -DMMA=%d -DNBLK=%d -DSTAGES=%d -DTOKENS=%d -DSTREAM=%d "
-           "-DROWS32=%d%s%s",
+           "-DLANE_KEYS=%d -DKSTAGE=%d -DMMA=%d -DNBLK=%d -DSTAGES=%d -DTOKENS=%d -DTWHOLE=%d "
+           "-DSTREAM=%d -DROWS32=%d%s%s",
            clattn_dtype_cl(pl->qdt), clattn_dtype_cl(pl->kv_q ? CLATTN_F32 : pl->kvdt),
            clattn_dtype_cl(pl->odt), pl->D, pl->WG, pl->RB, pl->kv_q, pl->kv_groups, pl->fnuz,
            pl->aligned, pl->paged, pl->varlen, pl->causal, pl->bias, split, pl->lane_keys, pl->kstage,
-           pl->mma, pl->nblk > 0 ? pl->nblk : 1, pl->stages, pl->tokens, pl->stream, pl->rows32,
+           pl->mma, pl->nblk > 0 ? pl->nblk : 1, pl->stages, pl->tokens, pl->whole, pl->stream, pl->rows32,
            pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
 }
 
@@ -423,6 +442,16 @@ clattn_status clattn_decode_workspace_size(clattn_context *ctx, const clattn_dec
   CLATTN_TRY(plan_decode(ctx, params, &pl));
   if (bytes) *bytes = pl.ws_bytes;
   if (num_splits) *num_splits = pl.S;
+  return CLATTN_SUCCESS;
+}
+
+clattn_status clattn_decode_build_options(clattn_context *ctx, const clattn_decode_params *params,
+                                          char *buf, size_t size) {
+  clattn_clear_error();
+  if (!ctx) return clattn_fail(CLATTN_INVALID_ARGUMENT, "ctx is NULL");
+  plan pl;
+  CLATTN_TRY(plan_decode(ctx, params, &pl));
+  decode_options(&pl, pl.S > 1, buf, size);
   return CLATTN_SUCCESS;
 }
 
@@ -675,6 +704,9 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.page_size = pl.paged ? 16 : 0;
     EMIT(pl, g == 1);
     pl.stream = true; /* spans over every sequence's blocks (split parts) */
+    EMIT(pl, 1);
+    pl.whole = true; /* one group of all heads, blocks staged as they lie */
+    pl.stream = g == 1;
     EMIT(pl, 1);
   }
 #undef EMIT

@@ -24,6 +24,8 @@ typedef struct qcase {
   int heads;  /* the tensor-core form's token rows: up to this many KV heads per group (0: off) */
   int cus;    /* compute units the planner sees (0: the device's): token rows' stream spans */
   int parts;  /* with cus: the parts (split count) the planner must choose */
+  int whole;  /* token rows: the tuning asks for one group of all KV heads, blocks staged as
+                 they lie; 1: taken, 2: refused (fragment reads 4 or 8 ways in one bank) */
 } qcase;
 
 static void run_qcase(const qcase *c) {
@@ -33,10 +35,10 @@ static void run_qcase(const qcase *c) {
   const int fnuz = c->kvdt == CLATTN_FP8_FNUZ;
   const int X = fp8 ? D / 4 : c->groups + D / 8;
   char name[160];
-  CASE_NAME(name, "decode kv=%s%s%d D=%d Hkv=%d page=%d Mq=%d%s%s split=%d lanes=%d kstage=%d mma=%d stages=%d heads=%d cus=%d",
+  CASE_NAME(name, "decode kv=%s%s%d D=%d Hkv=%d page=%d Mq=%d%s%s split=%d lanes=%d kstage=%d mma=%d stages=%d heads=%d%s cus=%d",
             clattn_dtype_name(c->kvdt), fp8 ? "" : " g", fp8 ? 0 : c->groups, D, Hkv, c->page_size, Mq,
             c->causal ? " causal" : "", c->bias ? " bias" : "", c->splits, c->lane_keys, c->kstage,
-            c->mma, c->stages, c->heads, c->cus);
+            c->mma, c->stages, c->heads, c->whole ? " whole" : "", c->cus);
   const clattn_dtype qdt = c->mma ? CLATTN_F16 : CLATTN_F32;
 
   /* logical rows [B][N][Hkv] quantized on the host, and their dequantized values */
@@ -148,11 +150,19 @@ static void run_qcase(const qcase *c) {
   fx.ctx->tuning.decode_kstage_quant = c->kstage;
   fx.ctx->tuning.decode_mma_int4_stages = fx.ctx->tuning.decode_mma_fp8_stages = c->stages;
   fx.ctx->tuning.decode_mma_int4_heads = c->heads;
+  fx.ctx->tuning.decode_mma_int4_whole = c->whole != 0;
   clattn_force_path(c->mma ? 2 : 1);
   if (c->parts) {
     int parts = 0;
     CHECK_OK(clattn_decode_workspace_size(fx.ctx, &p, NULL, &parts));
     CU_ASSERT_EQUAL(parts, c->parts);
+  }
+  if (c->heads) { /* the token-row form taken, whole where asked (every case's layout allows it) */
+    char opts[1024], want[64];
+    CHECK_OK(clattn_decode_build_options(fx.ctx, &p, opts, sizeof opts));
+    snprintf(want, sizeof want, "-DTWHOLE=%d", c->whole == 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(opts, want));
+    CU_ASSERT_PTR_NULL(strstr(opts, "-DTOKENS=0 "));
   }
   CHECK_OK(clattn_decode(fx.ctx, fx.queue, &p, 0, NULL, NULL));
   clattn_force_path(0);
@@ -178,7 +188,7 @@ static void run_qcase(const qcase *c) {
 
 static void test_int4(void) {
   for (int g = 1; g <= 8; g *= 2) {
-    qcase c = {CLATTN_INT4, g, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    qcase c = {CLATTN_INT4, g, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     c.page_size = g == 2 ? 16 : 0;
     c.splits = g == 4 ? 3 : 0;
     run_qcase(&c);
@@ -186,7 +196,7 @@ static void test_int4(void) {
 }
 
 static void test_fp8(void) {
-  qcase c = {CLATTN_FP8, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  qcase c = {CLATTN_FP8, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 16;
@@ -194,7 +204,7 @@ static void test_fp8(void) {
 }
 
 static void test_features(void) {
-  qcase c = {CLATTN_INT4, 2, 16, 4, 1, 1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  qcase c = {CLATTN_INT4, 2, 16, 4, 1, 1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8;
   c.page_size = 0;
@@ -210,10 +220,10 @@ static void test_features(void) {
 
 static void test_kstage(void) {
   for (int g = 1; g <= 8; g *= 2) {
-    qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+    qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
     run_qcase(&c);
   }
-  qcase c = {CLATTN_FP8, 1, 16, 3, 1, 1, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+  qcase c = {CLATTN_FP8, 1, 16, 3, 1, 1, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
   run_qcase(&c);
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 0;
@@ -225,7 +235,7 @@ static void test_kstage(void) {
  * straight from global memory (stages 0) or through a ring of staged blocks
  * (3: the slot index wraps unevenly); pages of 1 take the direct loads. */
 static void run_mma_cases(int stages) {
-  qcase c = {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, stages, 0, 0, 0, 0};
+  qcase c = {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, stages, 0, 0, 0, 0, 0};
   run_qcase(&c); /* D = 64, Hkv = 2: rows of 36 bytes, every 4-byte misalignment */
   c.page_size = 16;
   c.Mq = 2;
@@ -266,10 +276,10 @@ static void test_mma(void) {
    * blocks over many pages (page 1) take the lookup per row */
   for (int g = 2; g <= 8; g *= 2) {
     qcase c = {CLATTN_INT4, g, g == 4 ? 16 : 0, g == 2 ? 2 : 1, g == 2, g == 8, g == 4 ? 3 : 0,
-               0, 0, 1, g == 8 ? 128 : 0, 0, g == 2 ? 4 : 0, 0, 0, 0};
+               0, 0, 1, g == 8 ? 128 : 0, 0, g == 2 ? 4 : 0, 0, 0, 0, 0};
     run_qcase(&c);
   }
-  qcase c = {CLATTN_INT4, 4, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0};
+  qcase c = {CLATTN_INT4, 4, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
   run_qcase(&c);
 }
 static void test_mma_staged(void) { run_mma_cases(3); }
@@ -279,16 +289,27 @@ static void test_mma_staged(void) { run_mma_cases(3); }
  * takes those heads, a warp each, and stages whole token spans. One group of
  * heads or several (heads < Hkv), rows of 36, 68, 40, 80, 96 bytes, every
  * int4 format, pages of 16 and 32, causal, bias, splits, 12 query rows per
- * head (blocks of 16 rows), sequences of 100, 37 and 0 keys. */
+ * head (blocks of 16 rows), sequences of 100, 37 and 0 keys. Whole token
+ * rows (tokens back to back, the tuning asking): one group of all heads,
+ * each block staged as it lies (bulk copies on sm_90, zeros stored past
+ * the valid tokens; 16-byte copies elsewhere), and the refusal where the
+ * staged rows would share banks 8 ways. */
 static void test_mma_tokens(void) {
   static const qcase cases[] = {
-      /* kvdt, groups, page, Mq, causal, bias, splits, lanes, kstage, mma, D, stages, hkv, heads, cus, parts */
-      {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 64, 0, 4, 4, 0, 0},
-      {CLATTN_INT4, 1, 16, 2, 1, 1, 3, 0, 0, 1, 128, 0, 8, 8, 0, 0},
-      {CLATTN_INT4, 1, 0, 4, 1, 0, 0, 0, 0, 1, 64, 0, 8, 4, 0, 0},
-      {CLATTN_INT4, 2, 32, 3, 0, 0, 2, 0, 0, 1, 64, 0, 2, 2, 0, 0},
-      {CLATTN_INT4, 4, 0, 1, 0, 1, 0, 0, 0, 1, 128, 0, 4, 8, 0, 0},
-      {CLATTN_INT4, 8, 16, 1, 1, 0, 0, 0, 0, 1, 128, 0, 2, 2, 0, 0},
+      /* kvdt, groups, page, Mq, causal, bias, splits, lanes, kstage, mma, D, stages, hkv, heads, cus, parts, whole */
+      {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 64, 0, 4, 4, 0, 0, 0},
+      {CLATTN_INT4, 1, 16, 2, 1, 1, 3, 0, 0, 1, 128, 0, 8, 8, 0, 0, 0},
+      {CLATTN_INT4, 1, 0, 4, 1, 0, 0, 0, 0, 1, 64, 0, 8, 4, 0, 0, 0},
+      {CLATTN_INT4, 2, 32, 3, 0, 0, 2, 0, 0, 1, 64, 0, 2, 2, 0, 0, 0},
+      {CLATTN_INT4, 4, 0, 1, 0, 1, 0, 0, 0, 1, 128, 0, 4, 8, 0, 0, 0},
+      {CLATTN_INT4, 8, 16, 1, 1, 0, 0, 0, 0, 1, 128, 0, 2, 2, 0, 0, 0},
+      /* whole token rows: one group of all heads, blocks staged as they lie
+       * (tokens 36, 72, 20, 40 words apart), or refused (96: 8 ways) */
+      {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 64, 0, 4, 4, 0, 0, 1},
+      {CLATTN_INT4, 1, 16, 2, 1, 1, 3, 0, 0, 1, 64, 0, 8, 4, 0, 0, 1},
+      {CLATTN_INT4, 2, 32, 3, 0, 0, 2, 0, 0, 1, 64, 0, 2, 2, 0, 0, 1},
+      {CLATTN_INT4, 4, 0, 4, 1, 1, 0, 0, 0, 1, 128, 0, 2, 2, 0, 0, 1},
+      {CLATTN_INT4, 8, 0, 1, 0, 0, 0, 0, 0, 1, 128, 0, 4, 4, 0, 0, 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_qcase(&cases[i]);
 }
@@ -304,10 +325,11 @@ static void test_mma_tokens(void) {
 static void test_mma_stream(void) {
   static const qcase cases[] = {
       /* kvdt, groups, page, Mq, causal, bias, splits, lanes, kstage, mma, D, stages, hkv, heads, cus, parts */
-      {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 64, 0, 4, 4, 2, 2},    /* spans of 6 */
-      {CLATTN_INT4, 1, 16, 1, 0, 1, 0, 0, 0, 1, 64, 0, 4, 4, 3, 3},   /* 4: parts 2, 3, 3 */
-      {CLATTN_INT4, 1, 0, 3, 1, 0, 0, 0, 0, 1, 64, 0, 8, 4, 6, 3},    /* 2 groups of heads */
-      {CLATTN_INT4, 1, 32, 2, 0, 0, 0, 0, 0, 1, 128, 0, 8, 8, 4, 2},  /* 4 of 8: aligned */
+      {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 1, 64, 0, 4, 4, 2, 2, 0},    /* spans of 6 */
+      {CLATTN_INT4, 1, 16, 1, 0, 1, 0, 0, 0, 1, 64, 0, 4, 4, 3, 3, 0},   /* 4: parts 2, 3, 3 */
+      {CLATTN_INT4, 1, 0, 3, 1, 0, 0, 0, 0, 1, 64, 0, 8, 4, 6, 3, 0},    /* 2 groups of heads */
+      {CLATTN_INT4, 1, 32, 2, 0, 0, 0, 0, 0, 1, 128, 0, 8, 8, 4, 2, 0},  /* 4 of 8: aligned */
+      {CLATTN_INT4, 1, 0, 3, 1, 0, 0, 0, 0, 1, 64, 0, 8, 4, 6, 3, 1},    /* whole: 1 group of 8, half the groups per unit: same spans */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_qcase(&cases[i]);
 }
