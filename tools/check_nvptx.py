@@ -92,6 +92,10 @@ def main():
         run(['opt-16', '-O3', os.path.join(tmp, 'l.bc'), '-o', os.path.join(tmp, 'o.bc')])
         ptx = a.ptx or os.path.join(tmp, 'k.ptx')
         run(['llc-16', '-O3', '-mcpu=' + a.arch, '-mattr=+ptx78', os.path.join(tmp, 'o.bc'), '-o', ptx])
+        # llc-16 writes PTX 7.8; the bulk copies' inline PTX (sm_90) needs 8.0
+        text = open(ptx).read()
+        if 'cp.async.bulk' in text:
+            open(ptx, 'w').write(re.sub(r'^\.version 7\.8$', '.version 8.0', text, flags=re.M))
         print(run([a.ptxas, '-arch=' + a.arch, '-v', ptx, '-o', os.path.join(tmp, 'k.o')]))
 
 
