@@ -229,15 +229,15 @@ typedef struct clattn_decode_params {
  * side ([.., N or page_size, Hkv, X] with stride[2] = X; K and V with one
  * token stride; 16-byte aligned offsets and strides; pages of a multiple of
  * 16): a group then copies whole token spans of 4 (or 2) heads, where that
- * many rows make whole 16-byte chunks and divide Hkv. Where tokens also lie
- * back to back (token stride = Hkv X words), a group takes all Hkv heads and
- * a 16-key block of K or V is one span (on sm_90 one bulk copy); except
- * where Hkv X is a multiple of 16 words (int4 with 4 or 8 groups at D=128),
- * whose local-memory reads would conflict 4 or 8 ways. With the split count
- * chosen there, the sequences' keys are laid end to end and cut into equal
- * spans, one per work-group the device runs at once; a span may end one
- * sequence and start the next (num_splits is then the most parts a
- * sequence has).
+ * many rows make whole 16-byte chunks and divide Hkv. On sm_90, where
+ * tokens also lie back to back (token stride = Hkv X words), a group takes
+ * all Hkv heads and copies each 16-key block of K or V in one bulk copy;
+ * except where Hkv X is a multiple of 16 words (8 heads of int4 with 2, 4
+ * or 8 groups at D=128), whose local-memory reads would conflict 4 or 8
+ * ways. With the split count chosen there, the sequences' keys are laid
+ * end to end and cut into equal spans, one per work-group the device runs
+ * at once; a span may end one sequence and start the next (num_splits is
+ * then the most parts a sequence has).
  * Elsewhere, and with CLATTN_PORTABLE=1, all arithmetic is f32 after
  * loading. */
 CLATTN_API clattn_status clattn_decode(clattn_context *ctx, cl_command_queue queue,
