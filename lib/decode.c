@@ -203,8 +203,8 @@ static void plan_tokens(const clattn_context *ctx, const clattn_decode_params *p
    * (H200, B=64 ctx=32768, 8 heads: int4's 2 ways 5% faster than padded
    * rows, int4g2's 4 ways even, int4g4's 8 ways 10% slower) */
   const int64_t all = pl->Hkv * rw;
-  if (ctx->tuning.decode_mma_int4_whole && pl->Hkv >= 2 && p->k.stride[1] == all && all % 4 == 0 &&
-      all % 16 != 0 && tokens_fit(ctx, pl, pl->Hkv, all)) {
+  if (ctx->tuning.decode_mma_int4_whole && pl->Hkv >= 2 && p->k.stride[1] == all && all % 16 != 0 &&
+      tokens_fit(ctx, pl, pl->Hkv, all)) { /* (all % 4 == 0: the token stride's, checked above) */
     pl->whole = true;
     pl->tokens = pl->Hkv;
   }
