@@ -13,6 +13,7 @@
  *
  * Options: SRC_DT (f32|f16|bf16), VARLEN, CAUSAL, HAS_BIAS, WG. */
 #include "softmax.clh"
+#include "seq.clh"
 
 #ifndef SRC_DT
 #define SRC_DT f32
@@ -35,7 +36,7 @@
 __kernel void clattn_baseline_stage(__global const ELT(SRC_DT) *src, long src_off, long s0,
                                     long s1, long s2, long s3, __global float *dst, long nb,
                                     int n1, int n2, int n3, int b0,
-                                    __global const int *q_start) {
+                                    __global const int *q_start, long qs_off, int total_q) {
   const long total = nb * n1 * n2 * n3;
   for (long i = get_global_id(0); i < total; i += get_global_size(0)) {
     long r = i;
@@ -48,8 +49,9 @@ __kernel void clattn_baseline_stage(__global const ELT(SRC_DT) *src, long src_of
     long outer = b, inner = i1;
 #if VARLEN
     /* query i1 of sequence b is packed row q_start[b] + i1 of batch 0 */
-    const int start = q_start[b];
-    if (i1 >= q_start[b + 1] - start) {
+    int start, count;
+    seq_q_rows(q_start + qs_off, (int)b, total_q, n1, &start, &count);
+    if (i1 >= count) {
       dst[i] = 0.0f;
       continue;
     }
@@ -78,18 +80,19 @@ static inline float group_reduce(float x, __local float *tmp, bool is_max) {
 /* s: scores [nb, Hq, Mp, N] (already scaled), becomes probabilities.
  * lse: [B, Hq, Mp] f32, rows of sequence b0 + bl. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_baseline_softmax(
-    __global float *s, int N, int Hq, int Mp, int b0, __global const int *kv_len,
-    __global const int *q_start, __global const float *bias, long bias_off, long bb, long bh,
-    long bm, long bn, __global float *lse) {
+    __global float *s, int N, int Hq, int Mp, int b0, __global const int *kv_len, long kvl_off,
+    __global const int *q_start, long qs_off, int total_q, __global const float *bias,
+    long bias_off, long bb, long bh, long bm, long bn, __global float *lse) {
   __local float tmp[WG];
   const int t = get_local_id(0);
   const int hm = get_group_id(1);
   const int h = hm / Mp, m = hm % Mp;
   const int bl = get_group_id(2);
   const int b = b0 + bl;
-  const int len = kv_len ? min(max(kv_len[b], 0), N) : N;
+  const int len = kv_len ? min(max(kv_len[kvl_off + b], 0), N) : N;
 #if VARLEN
-  const int qlen = q_start[b + 1] - q_start[b];
+  int q0, qlen;
+  seq_q_rows(q_start + qs_off, b, total_q, Mp, &q0, &qlen);
 #else
   const int qlen = Mp;
 #endif

@@ -32,6 +32,7 @@
  */
 #include "softmax.clh"
 #include "kvaddr.clh"
+#include "seq.clh"
 #include "quant.clh"
 #include "lanes.clh"
 
@@ -197,23 +198,24 @@ static inline int ord_of(float f) {
 }
 static inline float float_of_ord(int i) { return as_float(i >= 0 ? i : i ^ 0x7fffffff); }
 
-/* The queries and keys of sequence b: mq queries from packed row q0 (varlen)
- * or its own rows (q_base: the offset of its first query row), n keys, its
- * kv_len clamped to the cache (a longer one raises the error flag once). */
+/* The queries and keys of sequence b: mq queries from packed row q0 (varlen;
+ * none where its q_start entries are invalid, see seq.clh) or its own rows
+ * (q_base: the offset of its first query row), n keys, its kv_len clamped to
+ * the cache. An invalid q_start range or a kv_len past the cache raises the
+ * error flag (from the one work-item that reports). */
 typedef struct dseq {
   int mq, q0, n;
   long q_base;
 } dseq;
 static inline dseq decode_seq(int b, int Mq, long sqb, long sqm, __global const int *q_start,
-                              __global const int *kv_len, int kv_cap, __global int *err_flag,
-                              bool report) {
+                              int total_q, __global const int *kv_len, int kv_cap,
+                              __global int *err_flag, bool report) {
   dseq d;
   d.mq = Mq;
   d.q0 = 0;
   d.q_base = b * sqb;
 #if VARLEN
-  d.q0 = q_start[b];
-  d.mq = q_start[b + 1] - d.q0;
+  if (!seq_q_rows(q_start, b, total_q, Mq, &d.q0, &d.mq) && report) *err_flag = 1;
   d.q_base = d.q0 * sqm;
 #endif
   d.n = kv_len ? kv_len[b] : kv_cap;
@@ -221,6 +223,15 @@ static inline dseq decode_seq(int b, int Mq, long sqb, long sqm, __global const 
   d.n = clamp(d.n, 0, kv_cap);
   return d;
 }
+
+/* The caller's i32 vectors start at element offsets of their buffers. */
+#define DECODE_REBASE()                                                                      \
+  do {                                                                                       \
+    if (kv_len) kv_len += kvl_off;                                                           \
+    if (block_table) block_table += bt_off;                                                  \
+    if (q_start) q_start += qs_off;                                                          \
+    err_flag += flag_off;                                                                    \
+  } while (0)
 
 /* Writes a block's rows from local memory: o = acc / l (0 where l is 0; NaN
  * inputs stay NaN) and lse = (m + log2 l) ln 2 (-inf where l is 0), m in log2
@@ -254,13 +265,14 @@ static inline void store_block_rows(__local const float *acc, __local const floa
     __global const KV_ELT *v, long v_off, long sv0, long sv1, long sv2, \
     __global const uint *k_ss, long kss_off, long skss0, long skss1, long skss2, \
     __global const uint *v_ss, long vss_off, long svss0, long svss1, long svss2, \
-    __global const int *kv_len, int kv_cap, \
+    __global const int *kv_len, long kvl_off, int kv_cap, \
     __global const float *bias, long bias_off, long sbb, long sbh, long sbm, long sbn, \
-    __global const int *block_table, long bt_stride, int max_pages, int page_size, int num_pages, \
-    __global const int *q_start, \
+    __global const int *block_table, long bt_off, long bt_stride, int max_pages, int page_size, \
+    int num_pages, \
+    __global const int *q_start, long qs_off, int total_q, \
     __global ELT(OUT_DT) *o, long o_off, long sob, long som, long soh, long sod, long o_split, \
     __global float *lse, long lse_off, long slb, long slh, long slm, long lse_split, \
-    __global int *err_flag, \
+    __global int *err_flag, long flag_off, \
     int Mq, int Hq, int Hkv, int chunk, float scale, int nrb, long blocks, int slots
 
 #if MMA
@@ -274,8 +286,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
   const int r0 = (get_group_id(1) / Hkv) * RB;
   const int b = get_group_id(2);
   const int G = Hq / Hkv;
+  DECODE_REBASE();
 
-  const dseq sq = decode_seq(b, Mq, sqb, sqm, q_start, kv_len, kv_cap, err_flag,
+  const dseq sq = decode_seq(b, Mq, sqb, sqm, q_start, total_q, kv_len, kv_cap, err_flag,
                              tid == 0 && split == 0 && r0 == 0 && hk == 0);
   const int mq_count = sq.mq, n = sq.n;
   const long q_base = sq.q_base; /* row mq of this sequence is at q_base + mq * sqm */

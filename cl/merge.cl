@@ -19,6 +19,7 @@
  * every row starts on a multiple of 4 elements, so the four are one aligned
  * vector access instead of four scalar ones). */
 #include "softmax.clh"
+#include "seq.clh"
 
 #ifndef P0_DT
 #define P0_DT f32
@@ -157,22 +158,24 @@ static inline float merge_lse(float m, float l) { return isnan(l) ? NAN : state_
 /* ---------------------------------------------------------------- forward */
 
 /* Slot 0 holds n0 parts spaced by (po_split, pl_split) elements; slots
- * 1 .. nslots-1 one part each. q_start (varlen decode): row m of sequence b
- * is packed row q_start[b] + m of o and lse, which are then [1, total, H, D]
- * and [1, H, total]. */
+ * 1 .. nslots-1 one part each. q_start (varlen decode, at element qs_off):
+ * row m of sequence b is packed row q_start[b] + m of o and lse, which are
+ * then [1, total_q, H, D] and [1, H, total_q]; a sequence of invalid entries
+ * (seq.clh) writes nothing. */
 __kernel void clattn_merge(int M, int H, int D, int nslots, int n0, long po_split,
                            long pl_split, SLOT_ARGS(0, P0_DT) FOR_SLOTS(COMMA_SLOT),
                            __global ELT(O_DT) *o, long o_off, long ob, long om, long oh,
                            long od, __global float *lse, long lse_off, long lb, long lh, long lm,
-                           __global const int *q_start) {
+                           __global const int *q_start, long qs_off, int total_q) {
   const int b = get_global_id(2);
   const int mh = get_global_id(1);
   if (mh >= M * H) return; /* padding rows of the last group (no barriers below) */
   const int m = mh / H, h = mh % H;
   int out_b = b, out_m = m;
   if (q_start) {
-    const int start = q_start[b];
-    if (m >= q_start[b + 1] - start) return;
+    int start, count;
+    seq_q_rows(q_start + qs_off, b, total_q, M, &start, &count);
+    if (m >= count) return;
     out_b = 0;
     out_m = start + m;
   }

@@ -93,7 +93,7 @@ clattn_status clattn_context_create(cl_context cl_ctx, cl_device_id device,
     snprintf(override, sizeof override, "%s", tf);
   else if (c->cache_dir[0])
     snprintf(override, sizeof override, "%s/tuning-%s.txt", c->cache_dir, c->profile.arch);
-  clattn_tuning_lookup(&c->profile, override[0] ? override : NULL, &c->tuning);
+  clattn_tuning_lookup(c, &c->profile, override[0] ? override : NULL, &c->tuning);
 
   c->scratch = clCreateBuffer(cl_ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
   if (err != CL_SUCCESS) {

@@ -38,19 +38,64 @@ void clattn_clear_error(void);
 
 static inline bool clattn_present(const clattn_tensor *t) { return t->buf != NULL; }
 
-/* Checks that `t` (named `name` in messages) is present, has `ndim` dims,
- * non-negative shape and strides, a dtype in `dtype_mask` (bit 1 << dtype),
- * an offset aligned to its element size, and that every element it can reach
- * lies inside its buffer. */
-clattn_status clattn_check_tensor(const clattn_tensor *t, const char *name, int ndim,
-                                  unsigned dtype_mask);
+/* The largest size of any dimension: the kernels index dimensions in int. */
+#define CLATTN_MAX_DIM INT32_MAX
+
+/* Checks that `t` (named `name` in messages) is present, has `ndim` dims, a
+ * dtype in `dtype_mask` (bit 1 << dtype), shapes in [0, CLATTN_MAX_DIM],
+ * non-negative strides, an offset aligned to its element size, a buffer of
+ * ctx's cl_context (ctx NULL: any), and that every element it can reach lies
+ * inside its buffer (all of it in checked 64-bit arithmetic). */
+clattn_status clattn_check_tensor(const clattn_context *ctx, const clattn_tensor *t,
+                                  const char *name, int ndim, unsigned dtype_mask);
 /* t->shape[axis] must equal `expect` (`what` names where expect comes from). */
 clattn_status clattn_check_dim(const clattn_tensor *t, const char *name, int axis,
                                int64_t expect, const char *what);
+/* v in [lo, hi], else CLATTN_INVALID_ARGUMENT "what is v, outside [lo, hi]". */
+clattn_status clattn_check_range(int64_t v, int64_t lo, int64_t hi, const char *what);
 /* Element offset of the view (offset / element size). */
 int64_t clattn_elem_offset(const clattn_tensor *t);
-/* Bytes from the first to one past the last reachable byte, from the offset. */
+/* Bytes [first, end) of its buffer that t can reach (first == end when a dim
+ * is 0); false when the arithmetic overflows (never for a checked tensor). */
+bool clattn_tensor_bytes(const clattn_tensor *t, uint64_t *first, uint64_t *end);
+/* Bytes from the first to one past the last reachable byte, from the offset
+ * (UINT64_MAX when it overflows). */
 uint64_t clattn_tensor_extent_bytes(const clattn_tensor *t);
+
+/* Aliasing rules (include/clattn.h, "Aliasing"). An output (checked) must
+ * not reach one element through two index tuples (no zero or overlapping
+ * strides), and must share no byte with another output or an input
+ * (sub-buffers compare through their parent, USE_HOST_PTR buffers through
+ * their host memory). Absent or NULL entries are skipped. */
+typedef struct clattn_named {
+  const clattn_tensor *t;
+  const char *name;
+} clattn_named;
+clattn_status clattn_check_output(const clattn_tensor *t, const char *name);
+clattn_status clattn_check_apart(const clattn_tensor *a, const char *a_name,
+                                 const clattn_tensor *b, const char *b_name);
+clattn_status clattn_check_aliasing(const clattn_named *outs, int nout, const clattn_named *ins,
+                                    int nin);
+/* The same view: buffer, offset, dtype, shape and the strides that step. */
+bool clattn_same_view(const clattn_tensor *a, const clattn_tensor *b);
+
+/* maybe_error_flag: absent, or [1] i32 of ctx. */
+clattn_status clattn_check_error_flag(const clattn_context *ctx, const clattn_tensor *flag);
+/* A caller's workspace: [n] f32, contiguous, at least `bytes` from its offset;
+ * `sizer` names the function that tells the size. */
+clattn_status clattn_check_workspace(const clattn_context *ctx, const clattn_tensor *w,
+                                     size_t bytes, const char *sizer);
+/* The workspace of a call: the caller's maybe_workspace (checked against
+ * `bytes`) or a temporary buffer of `bytes`; off is in f32 elements. */
+typedef struct clattn_workspace {
+  cl_mem buf;
+  int64_t off;
+  bool owned;
+} clattn_workspace;
+clattn_status clattn_workspace_acquire(clattn_context *ctx, const clattn_tensor *maybe, size_t bytes,
+                                       const char *sizer, clattn_workspace *out);
+/* Releases a temporary workspace (OpenCL frees it once the commands using it finish). */
+void clattn_workspace_release(clattn_workspace *w);
 
 #define CLATTN_DT(d) (1u << (d))
 #define CLATTN_FLOAT_DTYPES (CLATTN_DT(CLATTN_F32) | CLATTN_DT(CLATTN_F16) | CLATTN_DT(CLATTN_BF16))
@@ -60,56 +105,67 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
 
 /* ------------------------------------------------------------------ tuning (params.c) */
 
-/* Per-device parameters of every kernel family. Values come from the table
- * in params.c (device, then architecture, then vendor, then the generic row),
- * then from an override file written by `clattn tune`. */
+/* Per-device parameters of every kernel family: one list, from which the
+ * struct, the override parser, the range checks and the printer come.
+ * X(name, lo, hi, pow2, meaning): values in [lo, hi]; pow2: a power of two
+ * (or 0 where lo is 0). Correctness never depends on a value in range: only
+ * speed does. */
+#define CLATTN_TUNING_PARAMS(X)                                                                  \
+  /* decode (split-K partial and reduce) */                                                      \
+  X(decode_wg, 8, 1024, 1, "portable decode: work-items per group = keys per tile")              \
+  X(decode_splits_per_cu, 1, 64, 0, "work-groups per compute unit the split count aims at")      \
+  X(decode_min_keys_per_split, 1, 1 << 20, 0, "fewest keys per split")                           \
+  X(decode_max_splits, 1, 65536, 0, "most splits the planner chooses")                           \
+  X(decode_lane_keys, 0, 1, 0, "scores with a key's lanes reading it together (cl/lanes.clh)")   \
+  X(decode_kstage, 0, 1, 0, "float K tiles staged in local memory with coalesced loads")         \
+  X(decode_kstage_quant, 0, 1, 0, "the same for int4 / fp8 K")                                    \
+  X(decode_mma, 0, 1, 0, "the tensor-core form where the profile and shape allow")               \
+  X(decode_mma_splits_per_cu, 0, 64, 0, "its split target (0: decode_splits_per_cu)")            \
+  X(decode_mma_min_keys, 0, 1 << 20, 0, "its fewest keys per split (0: decode_min_keys_per_split)") \
+  X(decode_mma_blocks, 0, 4, 0, "its 16-key blocks in flight per warp (0: 1)")                    \
+  X(decode_mma_int4_wg, 0, 1024, 1, "int4 on tensor cores: work-items per group (0: decode_wg)")  \
+  X(decode_mma_int4_stages, 0, 6, 0, "int4: a ring of this many blocks per warp (0: none)")       \
+  X(decode_mma_int4_heads, 0, 8, 1, "int4 token rows: up to this many KV heads per group (0: off)") \
+  X(decode_mma_int4_groups_per_cu, 0, 16, 0, "token rows: groups per compute unit (0: the split target)") \
+  X(decode_mma_int4_whole, 0, 1, 0, "token rows: one group of all a token's heads, blocks as they lie") \
+  X(decode_mma_fp8_wg, 0, 1024, 1, "fp8 on tensor cores: work-items per group (0: decode_wg)")    \
+  X(decode_mma_fp8_stages, 0, 6, 0, "fp8: a ring of this many blocks per warp (0: none)")         \
+  /* merge */                                                                                    \
+  X(merge_wg, 1, 1024, 1, "merge: work-items per group")                                         \
+  /* rerope (forward / backward) */                                                             \
+  X(rerope_block_m, 1, 256, 0, "portable ReRoPE: query rows per tile")                           \
+  X(rerope_block_n, 1, 256, 0, "portable ReRoPE: keys per tile")                                 \
+  X(rerope_wg, 1, 1024, 1, "ReRoPE: work-items per group")                                       \
+  X(rerope_use_mma, 0, 1, 0, "ReRoPE on tensor cores where the profile allows")                  \
+  X(rerope_stages, 0, 4, 0, "tensor-core forward: key tiles in the ring (>= 2; 0: 2)")          \
+  X(rerope_warp_blocks, 0, 2, 0, "tensor-core forward: 16-row query blocks per warp (0: 1)")      \
+  X(rerope_mma_block_n, 0, 64, 1, "tensor-core forward: keys per tile (32 or 64; 0: 64)")        \
+  /* quantize / dequantize / append */                                                          \
+  X(quant_wg, 1, 1024, 1, "K/V cache kernels: work-items per group")
+
 typedef struct clattn_tuning {
-  /* decode (split-K partial and reduce) */
-  int decode_wg;          /* work-items per work-group = keys per tile */
-  int decode_splits_per_cu; /* target work-groups per compute unit when choosing S */
-  int decode_min_keys_per_split;
-  int decode_max_splits;
-  int decode_lane_keys;   /* scores with a key's lanes reading it together (see cl/lanes.clh) */
-  int decode_kstage;      /* float K tiles staged in local memory with coalesced loads */
-  int decode_kstage_quant; /* the same for int4 / fp8 K (their rows are read word by word) */
-  int decode_mma;         /* the tensor-core form where the profile and shape allow */
-  int decode_mma_splits_per_cu; /* its split target */
-  int decode_mma_min_keys; /* its fewest keys per split (0: decode_min_keys_per_split) */
-  int decode_mma_blocks;  /* its 16-key blocks in flight per warp (0: 1) */
-  /* its quantized forms, per format: work-items per group (0: decode_wg), and
-   * rows through a ring of this many blocks per warp in local memory
-   * (asynchronous copies; 0: straight from global memory) */
-  int decode_mma_int4_wg, decode_mma_int4_stages;
-  /* int4 rows of a token's KV heads side by side: up to this many heads
-   * per group, a warp each, staged as whole token spans (0: off); the split
-   * count then aims at this many groups per compute unit, rounded down */
-  int decode_mma_int4_heads, decode_mma_int4_groups_per_cu;
-  /* token rows where the group can take all of a token's KV heads and the
-   * tokens lie back to back: that group, each block staged as it lies (one
-   * bulk copy per tensor where the device has them) */
-  int decode_mma_int4_whole;
-  int decode_mma_fp8_wg, decode_mma_fp8_stages;
-  /* merge */
-  int merge_wg;
-  /* rerope (forward / backward) */
-  int rerope_block_m;
-  int rerope_block_n;
-  int rerope_wg;
-  int rerope_use_mma;     /* tensor-core path where the profile allows */
-  int rerope_stages;      /* tensor-core forward: key tiles in the ring (>= 2), 0: 2 */
-  int rerope_warp_blocks; /* tensor-core forward: 16-row query blocks per warp (1 or 2) */
-  int rerope_mma_block_n; /* tensor-core forward: keys per tile (32 or 64; 0: 64) */
-  /* quantize / dequantize / append */
-  int quant_wg;
+#define CLATTN_TUNING_FIELD(name, lo, hi, pow2, meaning) int name;
+  CLATTN_TUNING_PARAMS(CLATTN_TUNING_FIELD)
+#undef CLATTN_TUNING_FIELD
 } clattn_tuning;
 
-/* Fills `out` for a profile (table lookup + override file at `override_path`, may be NULL). */
-void clattn_tuning_lookup(const clattn_device_profile *prof, const char *override_path,
-                          clattn_tuning *out);
-/* Sets field `key` to `value`; false for an unknown key. Used by the override file and the tuner. */
+/* Fills `out` for a profile: the first table row (params.c) whose
+ * architecture key is a prefix of prof->arch (most specific rows first, the
+ * generic row last), then the override file at `override_path` (may be
+ * NULL; lines "key=value", '#' comments), then each work-group size halved
+ * to the device's limit. Unknown keys and values out of range are ignored
+ * and reported through log_ctx's log (NULL: silently). */
+void clattn_tuning_lookup(const clattn_context *log_ctx, const clattn_device_profile *prof,
+                          const char *override_path, clattn_tuning *out);
+/* Sets field `key` to `value`; false for an unknown key or a value out of
+ * its range (the field is then unchanged). */
 bool clattn_tuning_set(clattn_tuning *t, const char *key, int value);
 /* Writes every field as "key=value" lines. */
 clattn_status clattn_tuning_write(const clattn_tuning *t, const char *path);
+/* The parameters in list order: how many, the name and the value of the i-th. */
+size_t clattn_tuning_count(void);
+const char *clattn_tuning_name(size_t i);
+int clattn_tuning_get(const clattn_tuning *t, size_t i);
 
 /* ------------------------------------------------------------------ context (context.c) */
 
@@ -205,12 +261,24 @@ clattn_status clattn_temp_buffer(clattn_context *ctx, size_t bytes, cl_mem *out)
 
 /* ------------------------------------------------------------------ decode (lib/decode.c) */
 
-/* B and Mq of decode params (varlen: batch and max_q_len, with q_start checked),
- * shared by decode and the unfused reference path. */
-clattn_status clattn_decode_batch_shape(const clattn_decode_params *p, int *B, int *Mq);
-/* Checks o, maybe_lse, maybe_kv_len, maybe_bias (`keys` columns) and scale. */
-clattn_status clattn_decode_check_io(const clattn_decode_params *p, int B, int Hq, int Mq,
-                                     int keys);
+/* A decode call as validated (every tensor checked against its buffer and
+ * ctx, every size in range, the aliasing rules); shared by decode and the
+ * unfused reference path. */
+typedef struct clattn_decode_problem {
+  int B, Mq, Hq, Hkv, D, G;
+  int total_q;   /* query rows of q: B * Mq, or varlen's packed rows */
+  int kv_cap;    /* keys a sequence can hold (dense Nkv, or max_pages * page_size) */
+  int page_size, num_pages, max_pages; /* paged */
+  int kv_q, kv_groups, fnuz; /* K/V rows: 0 float, 1 int4 (groups), 2 fp8 (E4M3FNUZ) */
+  bool paged, varlen, causal, bias;
+  clattn_dtype qdt, kvdt, odt;
+  float scale;   /* resolved (0 -> 1/sqrt(D)) */
+} clattn_decode_problem;
+clattn_status clattn_decode_validate(const clattn_context *ctx, const clattn_decode_params *p,
+                                     clattn_decode_problem *out);
+/* Everything clattn_decode checks before it enqueues (the caller's workspace
+ * size included), without enqueuing: decode_multi checks every shard first. */
+clattn_status clattn_decode_check(clattn_context *ctx, const clattn_decode_params *params);
 
 /* ------------------------------------------------------------------ merge (lib/merge.c) */
 
@@ -229,8 +297,10 @@ typedef struct clattn_merge_strided {
   const clattn_tensor *o;        /* [B, M, H, D] */
   const clattn_tensor *lse;      /* [B, H, M] or NULL/absent */
   /* varlen: when set, [B+1] i32 and M is the largest count; row m of b is
-   * packed row q_start[b] + m of o (o then [1, total, H, D]). */
-  cl_mem q_start;
+   * packed row q_start[b] + m of o (o then [1, total_q, H, D]); a sequence
+   * whose entries are invalid (cl/seq.clh) is skipped. */
+  const clattn_tensor *q_start;
+  int total_q;
 } clattn_merge_strided;
 
 clattn_status clattn_merge_strided_enqueue(clattn_context *ctx, cl_command_queue queue,
@@ -297,27 +367,27 @@ void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *plan, c
 void clattn_rr_arg(clattn_args *a, const clattn_tensor *t);
 /* Checks t (4-d, named `name`) against `ref`: same shape on the axes in
  * `axes_mask` (bit i = axis i) and the same dtype. */
-clattn_status clattn_rr_check_like(const clattn_tensor *t, const char *name,
+clattn_status clattn_rr_check_like(const clattn_context *ctx, const clattn_tensor *t, const char *name,
                                    const clattn_tensor *ref, const char *ref_name,
                                    unsigned axes_mask);
 /* Checks q1/k1/v-shaped inputs and fills the problem's shape (q: [Z, Hq, Nq, D],
  * k: [Z, Hkv, Nk, D]), window, scale, causal. */
-clattn_status clattn_rr_problem_init(clattn_rr_problem *p, const clattn_tensor *q,
+clattn_status clattn_rr_problem_init(const clattn_context *ctx, clattn_rr_problem *p, const clattn_tensor *q,
                                      const char *qname, const clattn_tensor *k,
                                      const char *kname, int window, float scale, int causal);
 /* The inputs of every ReRoPE operation, checked, and the problem they pose:
  * q (named qname) and k as clattn_rr_problem_init takes them, v like k, o like
  * q, and for the explicit form q2 like q and k2 like k (NULL on the fly). */
-clattn_status clattn_rr_inputs_init(clattn_rr_problem *p, const clattn_tensor *q,
+clattn_status clattn_rr_inputs_init(const clattn_context *ctx, clattn_rr_problem *p, const clattn_tensor *q,
                                     const char *qname, const clattn_tensor *q2,
                                     const clattn_tensor *k, const char *kname,
                                     const clattn_tensor *k2, const clattn_tensor *v,
                                     const clattn_tensor *o, int window, float scale, int causal);
 /* lse (named `name`) is [Z, Hq, Nq] f32 like q's first three axes. */
-clattn_status clattn_rr_check_lse(const clattn_tensor *lse, const char *name,
+clattn_status clattn_rr_check_lse(const clattn_context *ctx, const clattn_tensor *lse, const char *name,
                                   const clattn_tensor *q, const char *qname);
 /* Rotary settings and positions ([N] or [Z, N] i32, absent allowed). */
-clattn_status clattn_rr_rotary_init(clattn_rr_problem *p, const clattn_tensor *q_pos,
+clattn_status clattn_rr_rotary_init(const clattn_context *ctx, clattn_rr_problem *p, const clattn_tensor *q_pos,
                                     const clattn_tensor *k_pos, float theta, int layout);
 
 

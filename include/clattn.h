@@ -10,7 +10,21 @@
  * Errors: every function returns a clattn_status; clattn_last_error() gives
  * a message for the calling thread naming the argument, the dimension, the
  * OpenCL call and its code, or the kernel build log. Bad input never
- * enqueues anything.
+ * enqueues anything, and no input makes a kernel read or write outside the
+ * views it was given: every view's offset, shape and strides are checked
+ * against its buffer (and its buffer against the context) in checked 64-bit
+ * arithmetic before anything is enqueued, and indices that come from device
+ * data (kv lengths, block tables, varlen starts, positions) are bounded in
+ * the kernels (see each operation for what happens to a bad entry).
+ *
+ * Aliasing: an output may share no element with an input or with another
+ * output, and may not reach one element twice (no zero or overlapping
+ * strides); views into one buffer are fine where their bytes are disjoint,
+ * or where two views of one layout (dtype, shape, strides) interleave
+ * without meeting (K and V caches interleaved per token). Sub-buffers count
+ * as their parent's bytes. The one exception: clattn_decode's o may be q
+ * itself (the same view). Violations return CLATTN_INVALID_ARGUMENT naming
+ * both tensors.
  *
  * Lifetimes: a clattn_context is created from the caller's cl_context and
  * cl_device_id (retained, not owned) and may be used from several threads at
@@ -81,7 +95,9 @@ typedef enum clattn_dtype {
 #define CLATTN_MAX_DIMS 5
 
 /* A view of a cl_mem. Strides are in elements of the dtype (in int32 words
- * for the packed quantized dtypes). A tensor with buf == NULL is absent
+ * for the packed quantized dtypes), non-negative; every dimension at most
+ * 2^31 - 1; the offset a multiple of the element size. Every view's offset is
+ * honoured, optional ones included. A tensor with buf == NULL is absent
  * (used for the optional inputs named maybe_*). */
 typedef struct clattn_tensor {
   cl_mem buf;
@@ -189,7 +205,8 @@ CLATTN_API clattn_status clattn_device_get(cl_uint index, cl_device_id *device);
  * A sequence of length 0 gives o = 0 and lse = -inf. */
 typedef struct clattn_decode_params {
   clattn_tensor q; /* [B, Mq, Hq, D] f32/f16/bf16; varlen: [1, total_q, Hq, D] */
-  clattn_tensor k; /* dense [B, Nkv, Hkv, D]; paged [num_pages, page_size, Hkv, D] */
+  clattn_tensor k; /* dense [B, Nkv, Hkv, D]; paged [num_pages, page_size, Hkv, D];
+                    * at most 2^30 keys per sequence (Nkv, or max_pages * page_size) */
   clattn_tensor v; /* like k */
   clattn_tensor o; /* like q, f32/f16/bf16 */
   clattn_tensor maybe_lse;    /* [B, Hq, Mq] f32, natural log; varlen: [1, Hq, total_q] */
@@ -197,22 +214,27 @@ typedef struct clattn_decode_params {
   clattn_tensor maybe_bias;   /* [B, Hq, Mq, Nkv] f32 additive, any strides */
   /* Paged cache: [B, max_pages] i32 physical page of each logical page. */
   clattn_tensor maybe_block_table;
-  /* Varlen queries: [B + 1] i32, sequence b owns packed queries q_start[b]..q_start[b+1]-1. */
+  /* Varlen queries: [B + 1] i32, sequence b owns packed queries q_start[b]..q_start[b+1]-1.
+   * A sequence whose entries are negative, decreasing, past total_q or more
+   * than max_q_len apart is skipped (its rows of o and lse are not written)
+   * and maybe_error_flag is set. */
   clattn_tensor maybe_q_start;
   /* fp8 K/V: [.., N, Hkv] i32 per row (fp16 scale low, fp16 shift high), indexed like k/v rows. */
   clattn_tensor maybe_k_scale_shift;
   clattn_tensor maybe_v_scale_shift;
   /* Optional [1] i32 flag set to 1 by the kernel when a block-table entry was
-   * out of range (that page is skipped, nothing is read outside the cache). */
+   * out of range (that page is skipped, nothing is read outside the cache),
+   * a kv_len exceeded the cache or a varlen range was invalid. Never cleared. */
   clattn_tensor maybe_error_flag;
-  int kv_groups;  /* int4 quantization groups per row (1, 2, 4, 8); 0 = 1 */
+  int kv_groups;  /* int4 quantization groups per row (1, 2, 4, 8); 0 = 1; int4 only */
   int batch;      /* B; required with varlen, else 0 = from q */
   int max_q_len;  /* varlen: the largest q_start[b+1] - q_start[b] (0 = total_q) */
-  float scale;    /* 0: 1/sqrt(D) */
+  float scale;    /* > 0, finite; 0: 1/sqrt(D) */
   int causal;     /* query m of Mq sits at position kv_len - Mq + m */
-  int num_splits; /* 0: chosen per device; >= 1 fixes the split-K count */
-  /* Optional f32 workspace for split-K partials (see clattn_decode_workspace_size);
-   * absent: allocated per call and released once the kernels have finished. */
+  int num_splits; /* 0: chosen per device; 1 .. 65536 fixes the split-K count */
+  /* Optional [n] f32 contiguous workspace for split-K partials, at least
+   * clattn_decode_workspace_size bytes from its offset; absent: allocated per
+   * call and released once the kernels have finished. */
   clattn_tensor maybe_workspace;
 } clattn_decode_params;
 
@@ -501,7 +523,7 @@ typedef struct clattn_rerope_params {
   clattn_tensor o;         /* [Z, Hq, Nq, D] output */
   clattn_tensor maybe_lse; /* [Z, Hq, Nq] f32 natural log (the backward needs it) */
   int window;              /* W >= 0 */
-  float scale;             /* 0: 1/sqrt(D) */
+  float scale;             /* finite, any sign (a negative one flips the logits); 0: 1/sqrt(D) */
   int causal;
 } clattn_rerope_params;
 

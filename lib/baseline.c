@@ -19,14 +19,14 @@ int64_t clattn_baseline_stage_limit = (int64_t)1 << 28;
 #define SOFTMAX_WG 128
 
 typedef struct bplan {
-  int B, Mq, Mp, Hq, Hkv, G, D, N;
+  int B, Mq, Mp, Hq, Hkv, G, D, N, total_q;
   bool varlen, causal, bias;
   float scale;
   int chunk;        /* sequences per GEMM round */
   bool stage_kv;    /* K/V copied to f32 (not f32, or offsets too large for CLBlast) */
 } bplan;
 
-static clattn_status validate(const clattn_decode_params *p, bplan *pl) {
+static clattn_status validate(const clattn_context *ctx, const clattn_decode_params *p, bplan *pl) {
   memset(pl, 0, sizeof *pl);
   if (!p) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
   if (clattn_present(&p->maybe_block_table))
@@ -36,37 +36,20 @@ static clattn_status validate(const clattn_decode_params *p, bplan *pl) {
     return clattn_fail(CLATTN_UNSUPPORTED,
                        "k.dtype %s: the CLBlast reference takes f32, f16 or bf16 K/V only",
                        clattn_dtype_name(p->k.dtype));
-  pl->varlen = clattn_present(&p->maybe_q_start);
-  pl->causal = p->causal != 0;
-  pl->bias = clattn_present(&p->maybe_bias);
-
-  CLATTN_TRY(clattn_check_tensor(&p->q, "q", 4, CLATTN_FLOAT_DTYPES));
-  pl->Hq = (int)p->q.shape[2];
-  pl->D = (int)p->q.shape[3];
-  if (pl->D < 1) return clattn_fail(CLATTN_INVALID_SHAPE, "q.shape[3] (head dim) is 0");
-  CLATTN_TRY(clattn_decode_batch_shape(p, &pl->B, &pl->Mq));
-  pl->Mp = pl->Mq;
-
-  CLATTN_TRY(clattn_check_tensor(&p->k, "k", 4, CLATTN_FLOAT_DTYPES));
-  CLATTN_TRY(clattn_check_tensor(&p->v, "v", 4, CLATTN_FLOAT_DTYPES));
-  if (p->v.dtype != p->k.dtype)
-    return clattn_fail(CLATTN_INVALID_ARGUMENT, "v.dtype (%s) differs from k.dtype (%s)",
-                       clattn_dtype_name(p->v.dtype), clattn_dtype_name(p->k.dtype));
-  CLATTN_TRY(clattn_check_dim(&p->k, "k", 0, pl->B, "batch B"));
-  CLATTN_TRY(clattn_check_dim(&p->k, "k", 3, pl->D, "head dim D of q"));
-  for (int i = 0; i < 4; i++) CLATTN_TRY(clattn_check_dim(&p->v, "v", i, p->k.shape[i], "k's shape"));
-  pl->Hkv = (int)p->k.shape[2];
-  if (pl->Hkv == 0 || pl->Hq % pl->Hkv)
-    return clattn_fail(CLATTN_INVALID_SHAPE,
-                       "q.shape[2] (Hq = %d) is not a multiple of k.shape[2] (Hkv = %d)", pl->Hq,
-                       pl->Hkv);
-  pl->G = pl->Hq / pl->Hkv;
-  if (p->k.shape[1] > INT_LIMIT)
-    return clattn_fail(CLATTN_INVALID_SHAPE, "k.shape[1] exceeds 2^31 keys");
-  pl->N = (int)p->k.shape[1];
-
-  CLATTN_TRY(clattn_decode_check_io(p, pl->B, pl->Hq, pl->Mq, pl->N));
-  pl->scale = p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)pl->D);
+  clattn_decode_problem pr;
+  CLATTN_TRY(clattn_decode_validate(ctx, p, &pr));
+  pl->varlen = pr.varlen;
+  pl->causal = pr.causal;
+  pl->bias = pr.bias;
+  pl->B = pr.B;
+  pl->Mq = pl->Mp = pr.Mq;
+  pl->Hq = pr.Hq;
+  pl->Hkv = pr.Hkv;
+  pl->G = pr.G;
+  pl->D = pr.D;
+  pl->N = pr.kv_cap;
+  pl->total_q = pr.total_q;
+  pl->scale = pr.scale;
 
   /* K/V are read in place when CLBlast can address them, else staged. */
   const int64_t per_seq = (int64_t)pl->N * pl->Hkv * pl->D;
@@ -105,7 +88,8 @@ static clattn_status clblast_fail(CLBlastStatusCode st, const char *what) {
 /* Copies sequences [b0, b0 + nb) of a 4-d tensor to contiguous f32
  * [nb, n1, shape[2], shape[3]]; with q_start, packed varlen queries. */
 static clattn_status stage(clattn_context *ctx, cl_command_queue queue, const clattn_tensor *t,
-                           int b0, int nb, int n1, cl_mem q_start, cl_mem dst) {
+                           int b0, int nb, int n1, const clattn_tensor *q_start, int total_q,
+                           cl_mem dst) {
   char opts[96];
   snprintf(opts, sizeof opts, "-DSRC_DT=%s -DVARLEN=%d", clattn_dtype_cl(t->dtype),
            q_start != NULL);
@@ -121,7 +105,9 @@ static clattn_status stage(clattn_context *ctx, cl_command_queue queue, const cl
   clattn_arg_int(&a, (int)t->shape[2]);
   clattn_arg_int(&a, (int)t->shape[3]);
   clattn_arg_int(&a, b0);
-  clattn_arg_mem(&a, q_start);
+  clattn_arg_mem(&a, q_start ? q_start->buf : NULL);
+  clattn_arg_long(&a, q_start ? clattn_elem_offset(q_start) : 0);
+  clattn_arg_int(&a, total_q);
   clattn_status s = clattn_args_end(&a, name);
   if (s == CLATTN_SUCCESS) {
     const int64_t total = (int64_t)nb * n1 * t->shape[2] * t->shape[3];
@@ -149,8 +135,9 @@ static clattn_status softmax(clattn_context *ctx, cl_command_queue queue,
   clattn_arg_int(&a, pl->Hq);
   clattn_arg_int(&a, pl->Mp);
   clattn_arg_int(&a, b0);
-  clattn_arg_mem(&a, p->maybe_kv_len.buf);
-  clattn_arg_mem(&a, p->maybe_q_start.buf);
+  clattn_arg_tensor(&a, &p->maybe_kv_len);
+  clattn_arg_tensor(&a, &p->maybe_q_start);
+  clattn_arg_int(&a, pl->total_q);
   clattn_arg_tensor(&a, &p->maybe_bias);
   for (int i = 0; i < 4; i++) clattn_arg_long(&a, pl->bias ? p->maybe_bias.stride[i] : 0);
   clattn_arg_mem(&a, lse);
@@ -225,7 +212,7 @@ clattn_status clattn_reference_decode(clattn_context *ctx, cl_command_queue queu
   clattn_clear_error();
   CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
   bplan pl;
-  CLATTN_TRY(validate(p, &pl));
+  CLATTN_TRY(validate(ctx, p, &pl));
   cl_command_queue_properties props = 0;
   clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
   /* CLBlast takes no wait list: order comes from the queue */
@@ -250,7 +237,8 @@ clattn_status clattn_reference_decode(clattn_context *ctx, cl_command_queue queu
     if (err != CL_SUCCESS) s = clattn_fail_cl(err, "clEnqueueBarrierWithWaitList", "wait_list");
   }
   if (s == CLATTN_SUCCESS)
-    s = stage(ctx, queue, &p->q, 0, pl.B, pl.Mp, pl.varlen ? p->maybe_q_start.buf : NULL, q32);
+    s = stage(ctx, queue, &p->q, 0, pl.B, pl.Mp, pl.varlen ? &p->maybe_q_start : NULL, pl.total_q,
+              q32);
 
   for (int b0 = 0; s == CLATTN_SUCCESS && b0 < pl.B && pl.Mp > 0; b0 += pl.chunk) {
     const int nb = pl.B - b0 < pl.chunk ? pl.B - b0 : pl.chunk;
@@ -258,8 +246,8 @@ clattn_status clattn_reference_decode(clattn_context *ctx, cl_command_queue queu
     int64_t k_base = clattn_elem_offset(&p->k), v_base = clattn_elem_offset(&p->v);
     int64_t kv_s0 = p->k.stride[0], kv_s1 = p->k.stride[1], kv_s2 = p->k.stride[2];
     if (pl.stage_kv) {
-      s = stage(ctx, queue, &p->k, b0, nb, pl.N, NULL, k32);
-      if (s == CLATTN_SUCCESS) s = stage(ctx, queue, &p->v, b0, nb, pl.N, NULL, v32);
+      s = stage(ctx, queue, &p->k, b0, nb, pl.N, NULL, 0, k32);
+      if (s == CLATTN_SUCCESS) s = stage(ctx, queue, &p->v, b0, nb, pl.N, NULL, 0, v32);
       kb = k32;
       vb = v32;
       k_base = v_base = 0;
@@ -320,7 +308,8 @@ clattn_status clattn_reference_decode(clattn_context *ctx, cl_command_queue queu
         .D = pl.D,
         .o = &p->o,
         .lse = &p->maybe_lse,
-        .q_start = pl.varlen ? p->maybe_q_start.buf : NULL,
+        .q_start = pl.varlen ? &p->maybe_q_start : NULL,
+        .total_q = pl.total_q,
     };
     s = clattn_merge_strided_enqueue(ctx, queue, &m, 0, NULL, event);
   }

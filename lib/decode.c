@@ -8,13 +8,10 @@
 #include <string.h>
 
 typedef struct plan {
-  int B, Mq, Hq, Hkv, D, G;
+  clattn_decode_problem pr; /* the validated call */
   int rows, RB, nrb; /* query rows per KV head, rows per group, row blocks */
   int WG, S, chunk;
-  int kv_cap;        /* keys a sequence can hold */
-  int page_size, num_pages, max_pages;
-  int kv_q, kv_groups, fnuz; /* quantized K/V: 0 none, 1 int4, 2 fp8 */
-  bool paged, varlen, causal, bias, aligned, lane_keys, kstage;
+  bool aligned, lane_keys, kstage;
   bool mma, emulate; /* the tensor-core form (cl/decode_mma.clh); its PTX emulated (tests) */
   int nblk;          /* its 16-key blocks per warp in flight */
   int stages;        /* its ring of blocks per warp for quantized rows (0: none) */
@@ -23,7 +20,6 @@ typedef struct plan {
   bool rows32;       /* 16 rows of K, V (and their scale-shift words) span < 2^31 elements */
   bool stream;       /* token rows: spans of chunk keys over all (sequence, row block) pairs' blocks */
   int64_t blocks, P; /* stream: those 16-key blocks, spans (a work-group per span and head group) */
-  clattn_dtype qdt, kvdt, odt;
   size_t part_o_elems, lse_offset_bytes, ws_bytes;
 } plan;
 
@@ -36,10 +32,10 @@ static int pow2_at_least(int x) {
 static int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Width in elements (words for packed dtypes) of one K/V row. */
-static int64_t row_width(const plan *pl) {
-  if (pl->kv_q == 1) return pl->kv_groups + pl->D / 8;
-  if (pl->kv_q == 2) return pl->D / 4;
-  return pl->D;
+static int64_t row_width(const clattn_decode_problem *pr) {
+  if (pr->kv_q == 1) return pr->kv_groups + pr->D / 8;
+  if (pr->kv_q == 2) return pr->D / 4;
+  return pr->D;
 }
 
 /* Bytes of t's buffer (0 if it cannot be asked). */
@@ -68,20 +64,29 @@ static bool aligned_to(const clattn_tensor *t, size_t bytes) {
   return true;
 }
 
-static clattn_status check_kv(const clattn_tensor *t, const char *name, const plan *pl,
-                              const clattn_tensor *k) {
+/* ------------------------------------------------------------------ validation */
+
+/* The most keys a sequence may hold: the kernels count keys, splits and
+ * tiles in int, with room for a split's rounding. */
+#define MAX_KEYS ((int64_t)1 << 30)
+/* The most split-K partials a call may ask for. */
+#define MAX_SPLITS 65536
+
+/* k (t == k) or v: a K/V tensor of the call's row format, v like k. */
+static clattn_status check_kv(const clattn_context *ctx, const clattn_tensor *t, const char *name,
+                              const clattn_decode_problem *pr, const clattn_tensor *k) {
   const unsigned kv_dtypes = CLATTN_FLOAT_DTYPES | CLATTN_DT(CLATTN_INT4) | CLATTN_DT(CLATTN_FP8) |
                              CLATTN_DT(CLATTN_FP8_FNUZ);
-  CLATTN_TRY(clattn_check_tensor(t, name, 4, kv_dtypes));
+  CLATTN_TRY(clattn_check_tensor(ctx, t, name, 4, kv_dtypes));
   if (t != k) {
     if (t->dtype != k->dtype)
       return clattn_fail(CLATTN_INVALID_ARGUMENT, "%s.dtype (%s) differs from k.dtype (%s)", name,
                          clattn_dtype_name(t->dtype), clattn_dtype_name(k->dtype));
     for (int i = 0; i < 4; i++) CLATTN_TRY(clattn_check_dim(t, name, i, k->shape[i], "k's shape"));
   }
-  CLATTN_TRY(clattn_check_dim(t, name, 3, row_width(pl),
-                              pl->kv_q == 1   ? "int4 row: kv_groups + D/8 words"
-                              : pl->kv_q == 2 ? "fp8 row: D/4 words"
+  CLATTN_TRY(clattn_check_dim(t, name, 3, row_width(pr),
+                              pr->kv_q == 1   ? "int4 row: kv_groups + D/8 words"
+                              : pr->kv_q == 2 ? "fp8 row: D/4 words"
                                               : "head dim D of q"));
   if (t->stride[3] != 1)
     return clattn_fail(CLATTN_UNSUPPORTED, "%s.stride[3] is %lld: the head dim must be contiguous",
@@ -89,56 +94,197 @@ static clattn_status check_kv(const clattn_tensor *t, const char *name, const pl
   return CLATTN_SUCCESS;
 }
 
-clattn_status clattn_decode_batch_shape(const clattn_decode_params *p, int *B, int *Mq) {
-  if (clattn_present(&p->maybe_q_start)) {
+/* B, Mq and the packed query rows (varlen: batch, max_q_len and q_start). */
+static clattn_status check_batch(const clattn_context *ctx, const clattn_decode_params *p,
+                                 clattn_decode_problem *pr) {
+  pr->total_q = (int)p->q.shape[1];
+  if (pr->varlen) {
     CLATTN_TRY(clattn_check_dim(&p->q, "q", 0, 1, "varlen q is [1, total_q, Hq, D]"));
-    if (p->batch <= 0)
-      return clattn_fail(CLATTN_INVALID_ARGUMENT, "batch is %d: varlen decode needs batch > 0",
-                         p->batch);
-    *B = p->batch;
+    if (p->batch <= 0 || p->batch >= CLATTN_MAX_DIM)
+      return clattn_fail(CLATTN_INVALID_ARGUMENT,
+                         "batch is %d: varlen decode needs 0 < batch < 2^31 - 1", p->batch);
+    pr->B = p->batch;
     if (p->max_q_len < 0 || p->max_q_len > p->q.shape[1])
       return clattn_fail(CLATTN_INVALID_ARGUMENT, "max_q_len (%d) is outside [0, total_q = %lld]",
                          p->max_q_len, (long long)p->q.shape[1]);
-    *Mq = p->max_q_len ? p->max_q_len : (int)p->q.shape[1];
-    CLATTN_TRY(clattn_check_tensor(&p->maybe_q_start, "maybe_q_start", 1, CLATTN_DT(CLATTN_I32)));
-    return clattn_check_dim(&p->maybe_q_start, "maybe_q_start", 0, *B + 1, "batch + 1");
+    pr->Mq = p->max_q_len ? p->max_q_len : pr->total_q;
+    CLATTN_TRY(clattn_check_tensor(ctx, &p->maybe_q_start, "maybe_q_start", 1, CLATTN_DT(CLATTN_I32)));
+    return clattn_check_dim(&p->maybe_q_start, "maybe_q_start", 0, (int64_t)pr->B + 1, "batch + 1");
   }
-  *B = (int)p->q.shape[0];
-  *Mq = (int)p->q.shape[1];
-  if (p->batch && p->batch != *B)
+  pr->B = (int)p->q.shape[0];
+  pr->Mq = (int)p->q.shape[1];
+  if (p->batch && p->batch != pr->B)
     return clattn_fail(CLATTN_INVALID_SHAPE, "batch (%d) differs from q.shape[0] (%d)", p->batch,
-                       *B);
+                       pr->B);
+  if ((int64_t)pr->B * pr->Mq > CLATTN_MAX_DIM)
+    return clattn_fail(CLATTN_UNSUPPORTED, "q: B * Mq = %lld query rows exceed 2^31 - 1",
+                       (long long)pr->B * pr->Mq);
+  pr->total_q = pr->B * pr->Mq;
   return CLATTN_SUCCESS;
 }
 
-clattn_status clattn_decode_check_io(const clattn_decode_params *p, int B, int Hq, int Mq,
-                                     int keys) {
-  const bool varlen = clattn_present(&p->maybe_q_start);
-  CLATTN_TRY(clattn_check_tensor(&p->o, "o", 4, CLATTN_FLOAT_DTYPES));
+/* Where the keys are: a dense cache of kv_cap keys per sequence, or pages
+ * through the block table; fp8's scale-shift tensors beside the rows. */
+static clattn_status check_cache(const clattn_context *ctx, const clattn_decode_params *p,
+                                 clattn_decode_problem *pr) {
+  int64_t cap;
+  if (pr->paged) {
+    const clattn_tensor *bt = &p->maybe_block_table;
+    CLATTN_TRY(clattn_check_tensor(ctx, bt, "maybe_block_table", 2, CLATTN_DT(CLATTN_I32)));
+    CLATTN_TRY(clattn_check_dim(bt, "maybe_block_table", 0, pr->B, "batch B"));
+    if (bt->stride[1] != 1 && bt->shape[1] > 1)
+      return clattn_fail(CLATTN_UNSUPPORTED, "maybe_block_table.stride[1] is %lld: it must be 1",
+                         (long long)bt->stride[1]);
+    if (p->k.shape[1] < 1) return clattn_fail(CLATTN_INVALID_SHAPE, "k.shape[1] (page_size) is 0");
+    pr->num_pages = (int)p->k.shape[0];
+    pr->page_size = (int)p->k.shape[1];
+    pr->max_pages = (int)bt->shape[1];
+    cap = (int64_t)pr->max_pages * pr->page_size;
+    if (cap > MAX_KEYS)
+      return clattn_fail(CLATTN_UNSUPPORTED,
+                         "maybe_block_table.shape[1] * k.shape[1] (max_pages %d * page_size %d) "
+                         "exceeds 2^30 keys per sequence",
+                         pr->max_pages, pr->page_size);
+  } else {
+    CLATTN_TRY(clattn_check_dim(&p->k, "k", 0, pr->B, "batch B"));
+    cap = p->k.shape[1];
+    if (cap > MAX_KEYS)
+      return clattn_fail(CLATTN_UNSUPPORTED, "k.shape[1] (%lld keys) exceeds 2^30 keys per sequence",
+                         (long long)cap);
+  }
+  pr->kv_cap = (int)cap;
+  const clattn_tensor *ss[2] = {&p->maybe_k_scale_shift, &p->maybe_v_scale_shift};
+  static const char *names[2] = {"maybe_k_scale_shift", "maybe_v_scale_shift"};
+  for (int i = 0; i < 2; i++) {
+    if (pr->kv_q != 2) {
+      if (clattn_present(ss[i]))
+        return clattn_fail(CLATTN_INVALID_ARGUMENT, "%s is only for fp8 K/V, k is %s", names[i],
+                           clattn_dtype_name(p->k.dtype));
+      continue;
+    }
+    if (!clattn_present(ss[i]))
+      return clattn_fail(CLATTN_INVALID_ARGUMENT, "%s.buf is NULL: fp8 K/V need it", names[i]);
+    CLATTN_TRY(clattn_check_tensor(ctx, ss[i], names[i], 3, CLATTN_DT(CLATTN_I32)));
+    for (int d = 0; d < 3; d++) CLATTN_TRY(clattn_check_dim(ss[i], names[i], d, p->k.shape[d], "k's rows"));
+  }
+  return CLATTN_SUCCESS;
+}
+
+/* o, maybe_lse, maybe_kv_len, maybe_bias (keys columns), the flag, scale. */
+static clattn_status check_io(const clattn_context *ctx, const clattn_decode_params *p,
+                              const clattn_decode_problem *pr) {
+  CLATTN_TRY(clattn_check_tensor(ctx, &p->o, "o", 4, CLATTN_FLOAT_DTYPES));
   for (int i = 0; i < 4; i++) CLATTN_TRY(clattn_check_dim(&p->o, "o", i, p->q.shape[i], "q's shape"));
   if (clattn_present(&p->maybe_lse)) {
     const clattn_tensor *l = &p->maybe_lse;
-    CLATTN_TRY(clattn_check_tensor(l, "maybe_lse", 3, CLATTN_DT(CLATTN_F32)));
-    CLATTN_TRY(clattn_check_dim(l, "maybe_lse", 0, varlen ? 1 : B, "batch B (1 if varlen)"));
-    CLATTN_TRY(clattn_check_dim(l, "maybe_lse", 1, Hq, "Hq"));
+    CLATTN_TRY(clattn_check_tensor(ctx, l, "maybe_lse", 3, CLATTN_DT(CLATTN_F32)));
+    CLATTN_TRY(clattn_check_dim(l, "maybe_lse", 0, pr->varlen ? 1 : pr->B, "batch B (1 if varlen)"));
+    CLATTN_TRY(clattn_check_dim(l, "maybe_lse", 1, pr->Hq, "Hq"));
     CLATTN_TRY(clattn_check_dim(l, "maybe_lse", 2, p->q.shape[1], "q.shape[1]"));
   }
   if (clattn_present(&p->maybe_kv_len)) {
-    CLATTN_TRY(clattn_check_tensor(&p->maybe_kv_len, "maybe_kv_len", 1, CLATTN_DT(CLATTN_I32)));
-    CLATTN_TRY(clattn_check_dim(&p->maybe_kv_len, "maybe_kv_len", 0, B, "batch B"));
+    CLATTN_TRY(clattn_check_tensor(ctx, &p->maybe_kv_len, "maybe_kv_len", 1, CLATTN_DT(CLATTN_I32)));
+    CLATTN_TRY(clattn_check_dim(&p->maybe_kv_len, "maybe_kv_len", 0, pr->B, "batch B"));
   }
-  if (clattn_present(&p->maybe_bias)) {
+  if (pr->bias) {
     const clattn_tensor *t = &p->maybe_bias;
-    CLATTN_TRY(clattn_check_tensor(t, "maybe_bias", 4, CLATTN_DT(CLATTN_F32)));
-    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 0, B, "batch B"));
-    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 1, Hq, "Hq"));
-    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 2, Mq, "Mq (max_q_len if varlen)"));
-    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 3, keys, "keys per sequence"));
+    CLATTN_TRY(clattn_check_tensor(ctx, t, "maybe_bias", 4, CLATTN_DT(CLATTN_F32)));
+    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 0, pr->B, "batch B"));
+    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 1, pr->Hq, "Hq"));
+    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 2, pr->Mq, "Mq (max_q_len if varlen)"));
+    CLATTN_TRY(clattn_check_dim(t, "maybe_bias", 3, pr->kv_cap, "keys per sequence"));
   }
+  CLATTN_TRY(clattn_check_error_flag(ctx, &p->maybe_error_flag));
+  if (clattn_present(&p->maybe_workspace)) /* its size once the plan is known */
+    CLATTN_TRY(clattn_check_workspace(ctx, &p->maybe_workspace, 0, "clattn_decode_workspace_size"));
   if (!(p->scale >= 0.0f) || isinf(p->scale))
     return clattn_fail(CLATTN_INVALID_ARGUMENT, "scale (%g) must be finite and >= 0 (0: 1/sqrt(D))",
                        (double)p->scale);
   return CLATTN_SUCCESS;
+}
+
+/* Outputs (o, lse, the flag, a caller's workspace) share no memory with each
+ * other or the inputs; o may be q itself (each work-group reads its rows of
+ * q before it writes them, and split partials go to the workspace). */
+static clattn_status check_aliasing(const clattn_decode_params *p) {
+  const bool o_is_q = clattn_same_view(&p->o, &p->q);
+  const clattn_named outs[] = {{&p->o, "o"},
+                               {&p->maybe_lse, "maybe_lse"},
+                               {&p->maybe_error_flag, "maybe_error_flag"},
+                               {&p->maybe_workspace, "maybe_workspace"}};
+  const clattn_named ins[] = {{o_is_q ? NULL : &p->q, "q"},
+                              {&p->k, "k"},
+                              {&p->v, "v"},
+                              {&p->maybe_k_scale_shift, "maybe_k_scale_shift"},
+                              {&p->maybe_v_scale_shift, "maybe_v_scale_shift"},
+                              {&p->maybe_kv_len, "maybe_kv_len"},
+                              {&p->maybe_bias, "maybe_bias"},
+                              {&p->maybe_block_table, "maybe_block_table"},
+                              {&p->maybe_q_start, "maybe_q_start"}};
+  CLATTN_TRY(clattn_check_aliasing(outs, 4, ins, 9));
+  if (o_is_q) /* o over q also must not reach the other outputs */
+    for (int i = 1; i < 4; i++) CLATTN_TRY(clattn_check_apart(outs[i].t, outs[i].name, &p->q, "q"));
+  return CLATTN_SUCCESS;
+}
+
+clattn_status clattn_decode_validate(const clattn_context *ctx, const clattn_decode_params *p,
+                                     clattn_decode_problem *pr) {
+  memset(pr, 0, sizeof *pr);
+  if (!p) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
+  pr->varlen = clattn_present(&p->maybe_q_start);
+  pr->paged = clattn_present(&p->maybe_block_table);
+  pr->causal = p->causal != 0;
+  pr->bias = clattn_present(&p->maybe_bias);
+
+  CLATTN_TRY(clattn_check_tensor(ctx, &p->q, "q", 4, CLATTN_FLOAT_DTYPES));
+  pr->qdt = p->q.dtype;
+  pr->Hq = (int)p->q.shape[2];
+  pr->D = (int)p->q.shape[3];
+  if (pr->D % 8 || pr->D < 8 || pr->D > 256)
+    return clattn_fail(CLATTN_UNSUPPORTED,
+                       "q.shape[3]: head dim D = %d is not supported (a multiple of 8 up to 256)",
+                       pr->D);
+  CLATTN_TRY(check_batch(ctx, p, pr));
+
+  /* K/V dtype decides the row format */
+  if (!p->k.buf) return clattn_fail(CLATTN_INVALID_ARGUMENT, "k.buf is NULL");
+  pr->kvdt = p->k.dtype;
+  pr->kv_q = p->k.dtype == CLATTN_INT4 ? 1 : (p->k.dtype == CLATTN_FP8 || p->k.dtype == CLATTN_FP8_FNUZ) ? 2 : 0;
+  pr->fnuz = p->k.dtype == CLATTN_FP8_FNUZ;
+  pr->kv_groups = p->kv_groups ? p->kv_groups : 1;
+  if (pr->kv_q != 1 && pr->kv_groups != 1)
+    return clattn_fail(CLATTN_INVALID_ARGUMENT,
+                       "kv_groups is %d: groups apply to int4 K/V only (k is %s; 0 or 1)",
+                       p->kv_groups, clattn_dtype_name(p->k.dtype));
+  if (pr->kv_q == 1 && pr->kv_groups != 1 && pr->kv_groups != 2 && pr->kv_groups != 4 &&
+      pr->kv_groups != 8)
+    return clattn_fail(CLATTN_INVALID_ARGUMENT, "kv_groups is %d: int4 rows have 1, 2, 4 or 8 groups",
+                       p->kv_groups);
+  if (pr->kv_q == 1 && pr->D % (8 * pr->kv_groups))
+    return clattn_fail(CLATTN_INVALID_SHAPE,
+                       "head dim D = %d is not a multiple of 8 * kv_groups (%d) for int4 K/V", pr->D,
+                       pr->kv_groups);
+  CLATTN_TRY(check_kv(ctx, &p->k, "k", pr, &p->k));
+  pr->Hkv = (int)p->k.shape[2];
+  if (pr->Hkv == 0 || pr->Hq % pr->Hkv)
+    return clattn_fail(CLATTN_INVALID_SHAPE,
+                       "q.shape[2] (Hq = %d) is not a multiple of k.shape[2] (Hkv = %d)", pr->Hq,
+                       pr->Hkv);
+  pr->G = pr->Hq / pr->Hkv;
+  CLATTN_TRY(check_cache(ctx, p, pr)); /* k's batch before v is compared with k */
+  CLATTN_TRY(check_kv(ctx, &p->v, "v", pr, &p->k));
+  if ((int64_t)pr->G * pr->Mq > CLATTN_MAX_DIM || (int64_t)pr->Hq * pr->Mq > CLATTN_MAX_DIM)
+    return clattn_fail(CLATTN_UNSUPPORTED,
+                       "q: Hq * Mq = %lld query rows of a sequence exceed 2^31 - 1",
+                       (long long)pr->Hq * pr->Mq);
+
+  CLATTN_TRY(check_io(ctx, p, pr));
+  pr->odt = p->o.dtype;
+  pr->scale = p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)pr->D);
+  if (p->num_splits < 0 || p->num_splits > MAX_SPLITS)
+    return clattn_fail(CLATTN_INVALID_ARGUMENT, "num_splits is %d: it must be in [0, %d] (0: auto)",
+                       p->num_splits, MAX_SPLITS);
+  return check_aliasing(p);
 }
 
 /* Quantized rows through a ring of blocks in local memory (cl/decode_mma.clh,
@@ -148,19 +294,19 @@ clattn_status clattn_decode_check_io(const clattn_decode_params *p, int B, int H
  * buffers must end on a 16-byte boundary. */
 static void plan_stages(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
   pl->stages = 0;
-  const int want = pl->kv_q == 1 ? ctx->tuning.decode_mma_int4_stages : ctx->tuning.decode_mma_fp8_stages;
-  if (!pl->kv_q || want < 2) return;
-  if (pl->kv_q == 1 && pl->kv_groups > 1) return; /* read straight from global memory */
-  if (pl->paged && pl->page_size % 16) return;
-  if (pl->kv_q == 1) {
+  const int want = pl->pr.kv_q == 1 ? ctx->tuning.decode_mma_int4_stages : ctx->tuning.decode_mma_fp8_stages;
+  if (!pl->pr.kv_q || want < 2) return;
+  if (pl->pr.kv_q == 1 && pl->pr.kv_groups > 1) return; /* read straight from global memory */
+  if (pl->pr.paged && pl->pr.page_size % 16) return;
+  if (pl->pr.kv_q == 1) {
     const size_t kb = buffer_bytes(&p->k), vb = buffer_bytes(&p->v);
     if (kb == 0 || kb % 16 || vb == 0 || vb % 16) return;
   }
   /* a block's row offsets are 32-bit byte counts in the kernel */
-  if (max_key_stride(p, pl->kv_q) >= ((int64_t)1 << 25)) return;
-  const size_t chunks = pl->kv_q == 1 ? (size_t)(4 * (pl->kv_groups + pl->D / 8) + 27) / 16 : (size_t)pl->D / 16;
-  const size_t slot = (2 * 16 * 4 * chunks + (pl->kv_q == 2 ? 32 : 0) + 4) * 4, nw = (size_t)pl->WG / 32;
-  const size_t other = (size_t)pl->RB * pl->D * 4 + (3 * nw + 3) * pl->RB * 4 + (pl->emulate ? 64 * (size_t)pl->WG : 0) + 256;
+  if (max_key_stride(p, pl->pr.kv_q) >= ((int64_t)1 << 25)) return;
+  const size_t chunks = pl->pr.kv_q == 1 ? (size_t)(4 * (pl->pr.kv_groups + pl->pr.D / 8) + 27) / 16 : (size_t)pl->pr.D / 16;
+  const size_t slot = (2 * 16 * 4 * chunks + (pl->pr.kv_q == 2 ? 32 : 0) + 4) * 4, nw = (size_t)pl->WG / 32;
+  const size_t other = (size_t)pl->RB * pl->pr.D * 4 + (3 * nw + 3) * pl->RB * 4 + (pl->emulate ? 64 * (size_t)pl->WG : 0) + 256;
   int n = want < 6 ? want : 6;
   while (n >= 2 && nw * n * slot + other > ctx->profile.local_mem_bytes) n--;
   if (n >= 2) {
@@ -171,7 +317,7 @@ static void plan_stages(const clattn_context *ctx, const clattn_decode_params *p
 
 /* Work-groups along the KV heads of a row block: one per head, or per group
  * of `tokens` heads. */
-static int head_groups(const plan *pl) { return pl->tokens ? pl->Hkv / pl->tokens : pl->Hkv; }
+static int head_groups(const plan *pl) { return pl->tokens ? pl->pr.Hkv / pl->tokens : pl->pr.Hkv; }
 
 /* A token's rows of its KV heads side by side, tokens 16-byte aligned. */
 static bool tokens_layout(const clattn_tensor *t, int64_t rw) {
@@ -193,24 +339,24 @@ static bool tokens_fit(const clattn_context *ctx, const plan *pl, int64_t n, int
 static void plan_tokens(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
   pl->tokens = 0;
   pl->whole = false;
-  const int64_t rw = row_width(pl);
-  if (pl->kv_q != 1 || pl->stages || (pl->paged && pl->page_size % 16) ||
+  const int64_t rw = row_width(&pl->pr);
+  if (pl->pr.kv_q != 1 || pl->stages || (pl->pr.paged && pl->pr.page_size % 16) ||
       !tokens_layout(&p->k, rw) || !tokens_layout(&p->v, rw) || p->k.stride[1] != p->v.stride[1] ||
-      max_key_stride(p, pl->kv_q) >= ((int64_t)1 << 26) || ctx->tuning.decode_mma_int4_heads < 2)
+      max_key_stride(p, pl->pr.kv_q) >= ((int64_t)1 << 26) || ctx->tuning.decode_mma_int4_heads < 2)
     return;
   /* whole: unpadded, the quads' fragment reads of tokens all words apart
    * share banks gcd(all, 32) / 4 ways; at most 2 (all % 16 != 0) is taken
    * (H200, B=64 ctx=32768, 8 heads: int4's 2 ways 5% faster than padded
    * rows, int4g2's 4 ways even, int4g4's 8 ways 10% slower) */
-  const int64_t all = pl->Hkv * rw;
-  if (ctx->tuning.decode_mma_int4_whole && pl->Hkv >= 2 && p->k.stride[1] == all && all % 16 != 0 &&
-      tokens_fit(ctx, pl, pl->Hkv, all)) { /* (all % 4 == 0: the token stride's, checked above) */
+  const int64_t all = pl->pr.Hkv * rw;
+  if (ctx->tuning.decode_mma_int4_whole && pl->pr.Hkv >= 2 && p->k.stride[1] == all && all % 16 != 0 &&
+      tokens_fit(ctx, pl, pl->pr.Hkv, all)) { /* (all % 4 == 0: the token stride's, checked above) */
     pl->whole = true;
-    pl->tokens = pl->Hkv;
+    pl->tokens = pl->pr.Hkv;
   }
   for (int n = ctx->tuning.decode_mma_int4_heads; n >= 2 && !pl->tokens; n /= 2) {
     const int64_t seg = n * rw, pad = seg + (12 - seg % 8) % 8; /* TPAD */
-    if (pl->Hkv % n == 0 && seg % 4 == 0 && tokens_fit(ctx, pl, n, pad)) pl->tokens = n;
+    if (pl->pr.Hkv % n == 0 && seg % 4 == 0 && tokens_fit(ctx, pl, n, pad)) pl->tokens = n;
   }
   if (pl->tokens) {
     pl->WG = 32 * pl->tokens;
@@ -229,8 +375,8 @@ static void plan_tokens(const clattn_context *ctx, const clattn_decode_params *p
  * Only where a span is shorter than a pair: otherwise a work-group per pair
  * and group of heads fills the device already. */
 static bool plan_stream(plan *pl, int64_t pairs, int64_t slots, int min_keys, int max_parts) {
-  const int64_t nb = div_up(pl->kv_cap, 16), total = pairs * nb;
-  if (nb < 2 || max_parts < 2 || pl->kv_cap >= (1 << 30) || slots < 1) return false;
+  const int64_t nb = div_up(pl->pr.kv_cap, 16), total = pairs * nb;
+  if (nb < 2 || max_parts < 2 || pl->pr.kv_cap >= (1 << 30) || slots < 1) return false;
   int64_t wb = div_up(total, slots);
   if (wb < div_up(min_keys, 16)) wb = div_up(min_keys, 16);
   if (wb < div_up(nb, max_parts - 1)) wb = div_up(nb, max_parts - 1); /* parts per pair <= max */
@@ -250,94 +396,18 @@ static bool plan_stream(plan *pl, int64_t pairs, int64_t slots, int min_keys, in
 
 static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
   memset(pl, 0, sizeof *pl);
-  if (!p) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
-  pl->varlen = clattn_present(&p->maybe_q_start);
-  pl->paged = clattn_present(&p->maybe_block_table);
-  pl->causal = p->causal != 0;
-  pl->bias = clattn_present(&p->maybe_bias);
-
-  CLATTN_TRY(clattn_check_tensor(&p->q, "q", 4, CLATTN_FLOAT_DTYPES));
-  pl->qdt = p->q.dtype;
-  pl->Hq = (int)p->q.shape[2];
-  pl->D = (int)p->q.shape[3];
-  if (pl->D % 8 || pl->D < 8 || pl->D > 256)
-    return clattn_fail(CLATTN_UNSUPPORTED,
-                       "q.shape[3]: head dim D = %d is not supported (a multiple of 8 up to 256)",
-                       pl->D);
-  CLATTN_TRY(clattn_decode_batch_shape(p, &pl->B, &pl->Mq));
-
-  /* K/V dtype decides the row format */
-  if (!p->k.buf) return clattn_fail(CLATTN_INVALID_ARGUMENT, "k.buf is NULL");
-  pl->kvdt = p->k.dtype;
-  pl->kv_q = p->k.dtype == CLATTN_INT4 ? 1 : (p->k.dtype == CLATTN_FP8 || p->k.dtype == CLATTN_FP8_FNUZ) ? 2 : 0;
-  pl->fnuz = p->k.dtype == CLATTN_FP8_FNUZ;
-  pl->kv_groups = p->kv_groups ? p->kv_groups : 1;
-  if (pl->kv_q == 1 && pl->kv_groups != 1 && pl->kv_groups != 2 && pl->kv_groups != 4 &&
-      pl->kv_groups != 8)
-    return clattn_fail(CLATTN_INVALID_ARGUMENT, "kv_groups is %d: int4 rows have 1, 2, 4 or 8 groups",
-                       p->kv_groups);
-  if (pl->kv_q == 1 && pl->D % (8 * pl->kv_groups))
-    return clattn_fail(CLATTN_INVALID_SHAPE,
-                       "head dim D = %d is not a multiple of 8 * kv_groups (%d) for int4 K/V", pl->D,
-                       pl->kv_groups);
-  CLATTN_TRY(check_kv(&p->k, "k", pl, &p->k));
-  CLATTN_TRY(check_kv(&p->v, "v", pl, &p->k));
-  pl->Hkv = (int)p->k.shape[2];
-  if (pl->Hkv == 0 || pl->Hq % pl->Hkv)
-    return clattn_fail(CLATTN_INVALID_SHAPE,
-                       "q.shape[2] (Hq = %d) is not a multiple of k.shape[2] (Hkv = %d)", pl->Hq,
-                       pl->Hkv);
-  pl->G = pl->Hq / pl->Hkv;
-
-  if (pl->paged) {
-    const clattn_tensor *bt = &p->maybe_block_table;
-    CLATTN_TRY(clattn_check_tensor(bt, "maybe_block_table", 2, CLATTN_DT(CLATTN_I32)));
-    CLATTN_TRY(clattn_check_dim(bt, "maybe_block_table", 0, pl->B, "batch B"));
-    if (bt->stride[1] != 1 && bt->shape[1] > 1)
-      return clattn_fail(CLATTN_UNSUPPORTED, "maybe_block_table.stride[1] must be 1");
-    pl->num_pages = (int)p->k.shape[0];
-    pl->page_size = (int)p->k.shape[1];
-    pl->max_pages = (int)bt->shape[1];
-    if (pl->page_size < 1)
-      return clattn_fail(CLATTN_INVALID_SHAPE, "k.shape[1] (page_size) is 0");
-    if ((int64_t)pl->max_pages * pl->page_size > INT32_MAX)
-      return clattn_fail(CLATTN_INVALID_SHAPE, "max_pages * page_size exceeds 2^31 keys");
-    pl->kv_cap = pl->max_pages * pl->page_size;
-  } else {
-    CLATTN_TRY(clattn_check_dim(&p->k, "k", 0, pl->B, "batch B"));
-    if (p->k.shape[1] > INT32_MAX)
-      return clattn_fail(CLATTN_INVALID_SHAPE, "k.shape[1] exceeds 2^31 keys");
-    pl->kv_cap = (int)p->k.shape[1];
-  }
-  if (pl->kv_q == 2) {
-    const clattn_tensor *ss[2] = {&p->maybe_k_scale_shift, &p->maybe_v_scale_shift};
-    const char *names[2] = {"maybe_k_scale_shift", "maybe_v_scale_shift"};
-    for (int i = 0; i < 2; i++) {
-      if (!clattn_present(ss[i]))
-        return clattn_fail(CLATTN_INVALID_ARGUMENT, "%s is required for fp8 K/V", names[i]);
-      CLATTN_TRY(clattn_check_tensor(ss[i], names[i], 3, CLATTN_DT(CLATTN_I32)));
-      for (int d = 0; d < 3; d++) CLATTN_TRY(clattn_check_dim(ss[i], names[i], d, p->k.shape[d], "k's rows"));
-    }
-  }
-
-  /* outputs and optional inputs */
-  CLATTN_TRY(clattn_decode_check_io(p, pl->B, pl->Hq, pl->Mq, pl->kv_cap));
-  pl->odt = p->o.dtype;
-  if (clattn_present(&p->maybe_error_flag))
-    CLATTN_TRY(clattn_check_tensor(&p->maybe_error_flag, "maybe_error_flag", 1, CLATTN_DT(CLATTN_I32)));
-  if (p->num_splits < 0)
-    return clattn_fail(CLATTN_INVALID_ARGUMENT, "num_splits is %d (0: auto)", p->num_splits);
+  CLATTN_TRY(clattn_decode_validate(ctx, p, &pl->pr));
 
   /* float K/V rows that are 16-byte aligned get wide loads */
-  pl->aligned = pl->kv_q == 0 && aligned_to(&p->k, 16) && aligned_to(&p->v, 16);
+  pl->aligned = pl->pr.kv_q == 0 && aligned_to(&p->k, 16) && aligned_to(&p->v, 16);
 
   /* rows per group and work-group size */
   const clattn_tuning *t = &ctx->tuning;
-  pl->rows = pl->G * pl->Mq;
+  pl->rows = pl->pr.G * pl->pr.Mq;
   pl->RB = pl->rows < 1 ? 1 : pow2_at_least(pl->rows < 8 ? pl->rows : 8);
   pl->nrb = (int)div_up(pl->rows > 0 ? pl->rows : 1, pl->RB);
   pl->WG = t->decode_wg;
-  while (pl->WG < pl->D / 8) pl->WG *= 2; /* one row of chunks must fit */
+  while (pl->WG < pl->pr.D / 8) pl->WG *= 2; /* one row of chunks must fit */
   /* whole warps / wavefronts: the native lane paths use every lane */
   while (ctx->profile.simd_width > 1 && pl->WG % (int)ctx->profile.simd_width) pl->WG *= 2;
   if ((size_t)pl->WG > ctx->profile.max_work_group_size)
@@ -345,16 +415,16 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
                        pl->WG, ctx->profile.max_work_group_size);
 
   /* a key's lanes read it together where the lane sum is cheap (see cl/lanes.clh) */
-  const int nc = pl->D / 8;
+  const int nc = pl->pr.D / 8;
   pl->lane_keys = t->decode_lane_keys && (nc & (nc - 1)) == 0 && pl->WG % nc == 0;
 
   /* K tiles staged in local memory (aligned float K, or quantized K) when the
    * tile fits beside the rest; the lane-per-chunk pass reads K coalesced already */
-  const size_t es = clattn_dtype_size(pl->kvdt);
-  const size_t kstage_bytes = pl->kv_q ? (size_t)pl->WG * (row_width(pl) | 1) * 4
-                                       : (size_t)pl->WG * (pl->D * es / 16 + 1) * 16;
-  const size_t other_bytes = (size_t)pl->RB * (pl->D + 2 * pl->WG + 3 + pl->kv_groups) * 4;
-  const bool want = pl->kv_q ? t->decode_kstage_quant : (t->decode_kstage && pl->aligned);
+  const size_t es = clattn_dtype_size(pl->pr.kvdt);
+  const size_t kstage_bytes = pl->pr.kv_q ? (size_t)pl->WG * (row_width(&pl->pr) | 1) * 4
+                                       : (size_t)pl->WG * (pl->pr.D * es / 16 + 1) * 16;
+  const size_t other_bytes = (size_t)pl->RB * (pl->pr.D + 2 * pl->WG + 3 + pl->pr.kv_groups) * 4;
+  const bool want = pl->pr.kv_q ? t->decode_kstage_quant : (t->decode_kstage && pl->aligned);
   pl->kstage = want && !pl->lane_keys && kstage_bytes + other_bytes <= ctx->profile.local_mem_bytes;
 
   /* The tensor-core form where it applies (D a multiple of 64, and f16/bf16 q
@@ -363,13 +433,13 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
    * Blocks of 8 or 16 rows. */
   const int forced = clattn_forced_path();
   const bool ptx = clattn_nv_ptx_active(ctx);
-  const bool mma_float = pl->kv_q == 0 && pl->qdt == pl->kvdt && pl->kvdt != CLATTN_F32 && pl->aligned;
+  const bool mma_float = pl->pr.kv_q == 0 && pl->pr.qdt == pl->pr.kvdt && pl->pr.kvdt != CLATTN_F32 && pl->aligned;
   /* quantized rows with f16 q: int4 (several groups: dequantized in
    * registers), fp8 rows 16-byte aligned */
-  const bool mma_quant = pl->qdt == CLATTN_F16 &&
-                         (pl->kv_q == 1 || (pl->kv_q == 2 && aligned_to(&p->k, 16) && aligned_to(&p->v, 16)));
+  const bool mma_quant = pl->pr.qdt == CLATTN_F16 &&
+                         (pl->pr.kv_q == 1 || (pl->pr.kv_q == 2 && aligned_to(&p->k, 16) && aligned_to(&p->v, 16)));
   if ((forced == 2 || (forced == 0 && t->decode_mma && ptx)) && (mma_float || mma_quant) &&
-      pl->D % 64 == 0) {
+      pl->pr.D % 64 == 0) {
     pl->mma = true;
     /* 16-key blocks in flight per warp: enough bytes to cover the latency */
     pl->nblk = t->decode_mma_blocks ? t->decode_mma_blocks : 1;
@@ -377,15 +447,15 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
     pl->lane_keys = pl->kstage = false;
     pl->RB = pl->rows <= 8 ? 8 : 16;
     pl->nrb = (int)div_up(pl->rows > 0 ? pl->rows : 1, pl->RB);
-    const int qwg = pl->kv_q == 1 ? t->decode_mma_int4_wg : pl->kv_q == 2 ? t->decode_mma_fp8_wg : 0;
+    const int qwg = pl->pr.kv_q == 1 ? t->decode_mma_int4_wg : pl->pr.kv_q == 2 ? t->decode_mma_fp8_wg : 0;
     if (qwg >= 32 && qwg % 32 == 0) pl->WG = qwg; /* whole warps; the lookup kept it within the device */
     plan_stages(ctx, p, pl);
     plan_tokens(ctx, p, pl);
-    pl->rows32 = max_key_stride(p, pl->kv_q) < ((int64_t)1 << 27); /* strides are >= 0 (checked) */
+    pl->rows32 = max_key_stride(p, pl->pr.kv_q) < ((int64_t)1 << 27); /* strides are >= 0 (checked) */
   }
 
   /* split count: fill the compute units unless fixed */
-  const int64_t groups = (int64_t)pl->B * head_groups(pl) * pl->nrb;
+  const int64_t groups = (int64_t)pl->pr.B * head_groups(pl) * pl->nrb;
   /* token rows: the tuning's groups per unit are of int4_heads heads; the
    * same warps per unit for groups of other sizes */
   const int tok_per_cu = pl->tokens ? t->decode_mma_int4_groups_per_cu * t->decode_mma_int4_heads / pl->tokens : 0;
@@ -396,40 +466,50 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
   const int min_keys = pl->mma && t->decode_mma_min_keys ? t->decode_mma_min_keys : t->decode_min_keys_per_split;
   if (p->num_splits > 0) {
     pl->S = p->num_splits;
-    pl->chunk = (int)div_up(pl->kv_cap > 0 ? pl->kv_cap : 1, pl->S);
+    pl->chunk = (int)div_up(pl->pr.kv_cap > 0 ? pl->pr.kv_cap : 1, pl->S);
     /* the tensor-core form's 16-key blocks never straddle two splits' (or pages') keys */
     if (pl->mma) pl->chunk = (int)(div_up(pl->chunk, 16) * 16);
-  } else if (!(pl->tokens && plan_stream(pl, (int64_t)pl->B * pl->nrb, target / head_groups(pl), min_keys,
+  } else if (!(pl->tokens && plan_stream(pl, (int64_t)pl->pr.B * pl->nrb, target / head_groups(pl), min_keys,
                                           t->decode_max_splits))) {
     /* token rows: as many groups as fit the compute units at once, not more */
     int64_t s = pl->tokens ? target / (groups > 0 ? groups : 1) : div_up(target, groups > 0 ? groups : 1);
-    int64_t by_len = div_up(pl->kv_cap, min_keys > 0 ? min_keys : 1);
+    int64_t by_len = div_up(pl->pr.kv_cap, min_keys > 0 ? min_keys : 1);
     if (s > by_len) s = by_len;
     if (s > t->decode_max_splits) s = t->decode_max_splits;
     if (s < 1) s = 1;
-    int64_t chunk = div_up(div_up(pl->kv_cap > 0 ? pl->kv_cap : 1, s), pl->WG) * pl->WG;
+    int64_t chunk = div_up(div_up(pl->pr.kv_cap > 0 ? pl->pr.kv_cap : 1, s), pl->WG) * pl->WG;
     pl->chunk = (int)chunk;
-    pl->S = (int)div_up(pl->kv_cap > 0 ? pl->kv_cap : 1, chunk);
+    pl->S = (int)div_up(pl->pr.kv_cap > 0 ? pl->pr.kv_cap : 1, chunk);
   }
   if (pl->S > 1) {
-    pl->part_o_elems = (size_t)pl->S * pl->B * pl->Mq * pl->Hq * pl->D;
+    /* partials: o [S, B, Mq, Hq, D] then lse [S, B, Hq, Mq], f32 */
+    uint64_t rows, o_elems, bytes;
+    if (__builtin_mul_overflow((uint64_t)pl->S * (uint64_t)pl->pr.B, (uint64_t)pl->pr.Mq * (uint64_t)pl->pr.Hq, &rows) ||
+        __builtin_mul_overflow(rows, (uint64_t)pl->pr.D, &o_elems) || o_elems > ((uint64_t)1 << 60) ||
+        (bytes = (o_elems * 4 + 255) / 256 * 256 + rows * 4) > ctx->profile.max_alloc_bytes)
+      return clattn_fail(CLATTN_UNSUPPORTED,
+                         "num_splits: %d split-K partials of %d x %d x %d rows of head dim %d need "
+                         "more workspace than one buffer of the device holds (%llu bytes)",
+                         pl->S, pl->pr.B, pl->pr.Mq, pl->pr.Hq, pl->pr.D,
+                         (unsigned long long)ctx->profile.max_alloc_bytes);
+    pl->part_o_elems = (size_t)o_elems;
     pl->lse_offset_bytes = (pl->part_o_elems * 4 + 255) / 256 * 256;
-    pl->ws_bytes = pl->lse_offset_bytes + (size_t)pl->S * pl->B * pl->Hq * pl->Mq * 4;
+    pl->ws_bytes = (size_t)bytes;
   }
   return CLATTN_SUCCESS;
 }
 
 static void decode_options(const plan *pl, bool split, char *buf, size_t size) {
   char page[32] = ""; /* a paged kernel is built for its page size (no runtime division) */
-  if (pl->paged) snprintf(page, sizeof page, " -DKV_PAGE_SIZE=%d", pl->page_size);
+  if (pl->pr.paged) snprintf(page, sizeof page, " -DKV_PAGE_SIZE=%d", pl->pr.page_size);
   snprintf(buf, size,
            "-DQ_DT=%s -DKV_DT=%s -DO_DT=%s -DD=%d -DWG=%d -DRB=%d -DKV_Q=%d -DKV_GROUPS=%d "
            "-DFP8_FNUZ=%d -DALIGNED=%d -DPAGED=%d -DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DSPLIT=%d "
            "-DLANE_KEYS=%d -DKSTAGE=%d -DMMA=%d -DNBLK=%d -DSTAGES=%d -DTOKENS=%d -DTWHOLE=%d "
            "-DSTREAM=%d -DROWS32=%d%s%s",
-           clattn_dtype_cl(pl->qdt), clattn_dtype_cl(pl->kv_q ? CLATTN_F32 : pl->kvdt),
-           clattn_dtype_cl(pl->odt), pl->D, pl->WG, pl->RB, pl->kv_q, pl->kv_groups, pl->fnuz,
-           pl->aligned, pl->paged, pl->varlen, pl->causal, pl->bias, split, pl->lane_keys, pl->kstage,
+           clattn_dtype_cl(pl->pr.qdt), clattn_dtype_cl(pl->pr.kv_q ? CLATTN_F32 : pl->pr.kvdt),
+           clattn_dtype_cl(pl->pr.odt), pl->pr.D, pl->WG, pl->RB, pl->pr.kv_q, pl->pr.kv_groups, pl->pr.fnuz,
+           pl->aligned, pl->pr.paged, pl->pr.varlen, pl->pr.causal, pl->pr.bias, split, pl->lane_keys, pl->kstage,
            pl->mma, pl->nblk > 0 ? pl->nblk : 1, pl->stages, pl->tokens, pl->whole, pl->stream, pl->rows32,
            pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
 }
@@ -442,6 +522,15 @@ clattn_status clattn_decode_workspace_size(clattn_context *ctx, const clattn_dec
   CLATTN_TRY(plan_decode(ctx, params, &pl));
   if (bytes) *bytes = pl.ws_bytes;
   if (num_splits) *num_splits = pl.S;
+  return CLATTN_SUCCESS;
+}
+
+clattn_status clattn_decode_check(clattn_context *ctx, const clattn_decode_params *params) {
+  plan pl;
+  CLATTN_TRY(plan_decode(ctx, params, &pl));
+  if (pl.S > 1 && clattn_present(&params->maybe_workspace))
+    return clattn_check_workspace(ctx, &params->maybe_workspace, pl.ws_bytes,
+                                  "clattn_decode_workspace_size");
   return CLATTN_SUCCESS;
 }
 
@@ -461,6 +550,117 @@ static void arg_view(clattn_args *a, const clattn_tensor *t, int n) {
   for (int i = 0; i < n; i++) clattn_arg_long(a, clattn_present(t) ? t->stride[i] : 0);
 }
 
+/* A caller's i32 vector (kv_len, q_start, the flag) as (buffer or NULL, element offset). */
+static void arg_ivec(clattn_args *a, const clattn_tensor *t) {
+  clattn_arg_mem(a, clattn_present(t) ? t->buf : NULL);
+  clattn_arg_long(a, clattn_present(t) ? clattn_elem_offset(t) : 0);
+}
+
+static clattn_status launch_partial(clattn_context *ctx, cl_command_queue queue,
+                                    const clattn_decode_params *p, const plan *pl,
+                                    const clattn_workspace *ws, cl_uint num_wait,
+                                    const cl_event *wait_list, cl_event *event) {
+  const bool split = pl->S > 1;
+  char opts[512];
+  decode_options(pl, split, opts, sizeof opts);
+  static const char *name = "clattn_decode_partial";
+  cl_kernel k = NULL;
+  CLATTN_TRY(clattn_kernel_get(ctx, "decode.cl", opts, name, &k));
+
+  clattn_tensor none;
+  memset(&none, 0, sizeof none);
+  clattn_args a = clattn_args_begin(k);
+  arg_view(&a, &p->q, 4);
+  arg_view(&a, &p->k, 3);
+  arg_view(&a, &p->v, 3);
+  arg_view(&a, pl->pr.kv_q == 2 ? &p->maybe_k_scale_shift : &none, 3);
+  arg_view(&a, pl->pr.kv_q == 2 ? &p->maybe_v_scale_shift : &none, 3);
+  arg_ivec(&a, &p->maybe_kv_len);
+  clattn_arg_int(&a, pl->pr.kv_cap);
+  arg_view(&a, &p->maybe_bias, 4);
+  arg_ivec(&a, &p->maybe_block_table);
+  clattn_arg_long(&a, pl->pr.paged ? p->maybe_block_table.stride[0] : 0);
+  clattn_arg_int(&a, pl->pr.max_pages);
+  clattn_arg_int(&a, pl->pr.page_size);
+  clattn_arg_int(&a, pl->pr.num_pages);
+  arg_ivec(&a, &p->maybe_q_start);
+  clattn_arg_int(&a, pl->pr.total_q);
+  if (split) {
+    /* partials: o [S, B, Mq, Hq, D], lse [S, B, Hq, Mq], f32 */
+    const int64_t Mq = pl->pr.Mq, Hq = pl->pr.Hq, D = pl->pr.D;
+    clattn_arg_mem(&a, ws->buf);
+    clattn_arg_long(&a, ws->off);
+    clattn_arg_long(&a, Mq * Hq * D);
+    clattn_arg_long(&a, Hq * D);
+    clattn_arg_long(&a, D);
+    clattn_arg_long(&a, 1);
+    clattn_arg_long(&a, (int64_t)pl->pr.B * Mq * Hq * D);
+    clattn_arg_mem(&a, ws->buf);
+    clattn_arg_long(&a, ws->off + (int64_t)(pl->lse_offset_bytes / 4));
+    clattn_arg_long(&a, Hq * Mq);
+    clattn_arg_long(&a, Mq);
+    clattn_arg_long(&a, 1);
+    clattn_arg_long(&a, (int64_t)pl->pr.B * Hq * Mq);
+  } else {
+    arg_view(&a, &p->o, 4);
+    clattn_arg_long(&a, 0);
+    arg_view(&a, &p->maybe_lse, 3);
+    clattn_arg_long(&a, 0);
+  }
+  if (clattn_present(&p->maybe_error_flag)) {
+    arg_ivec(&a, &p->maybe_error_flag);
+  } else {
+    clattn_arg_mem(&a, ctx->scratch);
+    clattn_arg_long(&a, 0);
+  }
+  clattn_arg_int(&a, pl->pr.Mq);
+  clattn_arg_int(&a, pl->pr.Hq);
+  clattn_arg_int(&a, pl->pr.Hkv);
+  clattn_arg_int(&a, pl->chunk);
+  clattn_arg_float(&a, pl->pr.scale);
+  clattn_arg_int(&a, pl->nrb);
+  clattn_arg_long(&a, pl->blocks);
+  clattn_arg_int(&a, pl->S);
+  clattn_status s = clattn_args_end(&a, name);
+  if (s == CLATTN_SUCCESS) {
+    size_t local[3] = {(size_t)pl->WG, 1, 1};
+    size_t global[3] = {(size_t)pl->WG * pl->S, (size_t)head_groups(pl) * pl->nrb, (size_t)pl->pr.B};
+    if (pl->stream) global[0] = (size_t)pl->WG * pl->P * head_groups(pl), global[1] = global[2] = 1;
+    s = clattn_launch(ctx, queue, k, name, 3, global, local, num_wait, wait_list, event);
+  }
+  clReleaseKernel(k);
+  return s;
+}
+
+/* The split-K reduce: the S partials in the workspace into o (and lse). */
+static clattn_status launch_merge(clattn_context *ctx, cl_command_queue queue,
+                                  const clattn_decode_params *p, const plan *pl,
+                                  const clattn_workspace *ws, cl_event partial_done,
+                                  cl_event *event) {
+  const int64_t Mq = pl->pr.Mq, Hq = pl->pr.Hq, D = pl->pr.D;
+  clattn_merge_strided m = {
+      .part_o = ws->buf,
+      .part_lse = ws->buf,
+      .part_o_off = ws->off,
+      .part_lse_off = ws->off + (int64_t)(pl->lse_offset_bytes / 4),
+      .part_o_split_stride = (int64_t)pl->pr.B * Mq * Hq * D,
+      .part_lse_split_stride = (int64_t)pl->pr.B * Hq * Mq,
+      .part_o_stride = {Mq * Hq * D, Hq * D, D, 1},
+      .part_lse_stride = {Hq * Mq, Mq, 1},
+      .n = pl->S,
+      .B = pl->pr.B,
+      .M = pl->pr.Mq,
+      .H = pl->pr.Hq,
+      .D = pl->pr.D,
+      .o = &p->o,
+      .lse = &p->maybe_lse,
+      .q_start = pl->pr.varlen ? &p->maybe_q_start : NULL,
+      .total_q = pl->pr.total_q,
+  };
+  return clattn_merge_strided_enqueue(ctx, queue, &m, partial_done ? 1 : 0,
+                                      partial_done ? &partial_done : NULL, event);
+}
+
 clattn_status clattn_decode(clattn_context *ctx, cl_command_queue queue,
                             const clattn_decode_params *p, cl_uint num_wait,
                             const cl_event *wait_list, cl_event *event) {
@@ -469,121 +669,16 @@ clattn_status clattn_decode(clattn_context *ctx, cl_command_queue queue,
   plan pl;
   CLATTN_TRY(plan_decode(ctx, p, &pl));
   const bool split = pl.S > 1;
-
-  cl_mem ws = NULL;
-  bool own_ws = false;
-  if (split) {
-    if (clattn_present(&p->maybe_workspace)) {
-      CLATTN_TRY(clattn_check_tensor(&p->maybe_workspace, "maybe_workspace", 1, CLATTN_DT(CLATTN_F32)));
-      if (p->maybe_workspace.offset != 0 || (size_t)p->maybe_workspace.shape[0] * 4 < pl.ws_bytes)
-        return clattn_fail(CLATTN_OUT_OF_BOUNDS,
-                           "maybe_workspace holds %lld floats at offset %zu; decode needs %zu bytes "
-                           "at offset 0 (clattn_decode_workspace_size)",
-                           (long long)p->maybe_workspace.shape[0], p->maybe_workspace.offset,
-                           pl.ws_bytes);
-      ws = p->maybe_workspace.buf;
-    } else {
-      CLATTN_TRY(clattn_temp_buffer(ctx, pl.ws_bytes, &ws));
-      own_ws = true;
-    }
-  }
-
-  char opts[512];
-  decode_options(&pl, split, opts, sizeof opts);
-  static const char *name = "clattn_decode_partial";
-  cl_kernel k = NULL;
-  clattn_status s = clattn_kernel_get(ctx, "decode.cl", opts, name, &k);
-  if (s != CLATTN_SUCCESS) {
-    if (own_ws) clReleaseMemObject(ws);
-    return s;
-  }
-
-  const float scale = p->scale > 0.0f ? p->scale : 1.0f / sqrtf((float)pl.D);
-  clattn_tensor none;
-  memset(&none, 0, sizeof none);
-  clattn_args a = clattn_args_begin(k);
-  arg_view(&a, &p->q, 4);
-  arg_view(&a, &p->k, 3);
-  arg_view(&a, &p->v, 3);
-  arg_view(&a, pl.kv_q == 2 ? &p->maybe_k_scale_shift : &none, 3);
-  arg_view(&a, pl.kv_q == 2 ? &p->maybe_v_scale_shift : &none, 3);
-  clattn_arg_mem(&a, p->maybe_kv_len.buf);
-  clattn_arg_int(&a, pl.kv_cap);
-  arg_view(&a, &p->maybe_bias, 4);
-  clattn_arg_mem(&a, p->maybe_block_table.buf);
-  clattn_arg_long(&a, pl.paged ? p->maybe_block_table.stride[0] : 0);
-  clattn_arg_int(&a, pl.max_pages);
-  clattn_arg_int(&a, pl.page_size);
-  clattn_arg_int(&a, pl.num_pages);
-  clattn_arg_mem(&a, p->maybe_q_start.buf);
-  if (split) {
-    /* partials: o [S, B, Mq, Hq, D], lse [S, B, Hq, Mq], f32 */
-    const int64_t Mq = pl.Mq, Hq = pl.Hq, D = pl.D;
-    clattn_arg_mem(&a, ws);
-    clattn_arg_long(&a, 0);
-    clattn_arg_long(&a, Mq * Hq * D);
-    clattn_arg_long(&a, Hq * D);
-    clattn_arg_long(&a, D);
-    clattn_arg_long(&a, 1);
-    clattn_arg_long(&a, (int64_t)pl.B * Mq * Hq * D);
-    clattn_arg_mem(&a, ws);
-    clattn_arg_long(&a, (int64_t)(pl.lse_offset_bytes / 4));
-    clattn_arg_long(&a, Hq * Mq);
-    clattn_arg_long(&a, Mq);
-    clattn_arg_long(&a, 1);
-    clattn_arg_long(&a, (int64_t)pl.B * Hq * Mq);
-  } else {
-    arg_view(&a, &p->o, 4);
-    clattn_arg_long(&a, 0);
-    arg_view(&a, &p->maybe_lse, 3);
-    clattn_arg_long(&a, 0);
-  }
-  clattn_arg_mem(&a, clattn_present(&p->maybe_error_flag) ? p->maybe_error_flag.buf : ctx->scratch);
-  clattn_arg_int(&a, pl.Mq);
-  clattn_arg_int(&a, pl.Hq);
-  clattn_arg_int(&a, pl.Hkv);
-  clattn_arg_int(&a, pl.chunk);
-  clattn_arg_float(&a, scale);
-  clattn_arg_int(&a, pl.nrb);
-  clattn_arg_long(&a, pl.blocks);
-  clattn_arg_int(&a, pl.S);
-  s = clattn_args_end(&a, name);
-
+  clattn_workspace ws = {NULL, 0, false};
+  if (split)
+    CLATTN_TRY(clattn_workspace_acquire(ctx, &p->maybe_workspace, pl.ws_bytes,
+                                        "clattn_decode_workspace_size", &ws));
   cl_event partial_done = NULL;
-  if (s == CLATTN_SUCCESS) {
-    size_t local[3] = {(size_t)pl.WG, 1, 1};
-    size_t global[3] = {(size_t)pl.WG * pl.S, (size_t)head_groups(&pl) * pl.nrb, (size_t)pl.B};
-    if (pl.stream) global[0] = (size_t)pl.WG * pl.P * head_groups(&pl), global[1] = global[2] = 1;
-    s = clattn_launch(ctx, queue, k, name, 3, global, local, num_wait, wait_list,
-                      split ? &partial_done : event);
-  }
-  clReleaseKernel(k);
-
-  if (s == CLATTN_SUCCESS && split) {
-    const int64_t Mq = pl.Mq, Hq = pl.Hq, D = pl.D;
-    clattn_merge_strided m = {
-        .part_o = ws,
-        .part_lse = ws,
-        .part_o_off = 0,
-        .part_lse_off = (int64_t)(pl.lse_offset_bytes / 4),
-        .part_o_split_stride = (int64_t)pl.B * Mq * Hq * D,
-        .part_lse_split_stride = (int64_t)pl.B * Hq * Mq,
-        .part_o_stride = {Mq * Hq * D, Hq * D, D, 1},
-        .part_lse_stride = {Hq * Mq, Mq, 1},
-        .n = pl.S,
-        .B = pl.B,
-        .M = pl.Mq,
-        .H = pl.Hq,
-        .D = pl.D,
-        .o = &p->o,
-        .lse = &p->maybe_lse,
-        .q_start = pl.varlen ? p->maybe_q_start.buf : NULL,
-    };
-    s = clattn_merge_strided_enqueue(ctx, queue, &m, partial_done ? 1 : 0,
-                                     partial_done ? &partial_done : NULL, event);
-  }
+  clattn_status s = launch_partial(ctx, queue, p, &pl, &ws, num_wait, wait_list,
+                                   split ? &partial_done : event);
+  if (s == CLATTN_SUCCESS && split) s = launch_merge(ctx, queue, p, &pl, &ws, partial_done, event);
   if (partial_done) clReleaseEvent(partial_done);
-  if (own_ws) clReleaseMemObject(ws); /* freed once the kernels using it finish */
+  clattn_workspace_release(&ws);
   return s;
 }
 
@@ -593,11 +688,11 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
   static const clattn_dtype fl[] = {CLATTN_F32, CLATTN_F16, CLATTN_BF16};
   plan base;
   memset(&base, 0, sizeof base);
-  base.qdt = base.kvdt = base.odt = CLATTN_F16;
-  base.D = 128;
+  base.pr.qdt = base.pr.kvdt = base.pr.odt = CLATTN_F16;
+  base.pr.D = 128;
   base.WG = 128;
   base.RB = 4;
-  base.kv_groups = 1;
+  base.pr.kv_groups = 1;
   char opts[512];
 #define EMIT(pl, split)                                                                      \
   do {                                                                                       \
@@ -608,8 +703,8 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     for (int j = 0; j < 3; j++)
       for (int al = 0; al < 2; al++) {
         plan pl = base;
-        pl.qdt = pl.odt = fl[i];
-        pl.kvdt = fl[j];
+        pl.pr.qdt = pl.pr.odt = fl[i];
+        pl.pr.kvdt = fl[j];
         pl.aligned = al;
         EMIT(pl, i == j);
         pl.kstage = al && fl[j] != CLATTN_F32; /* aligned rows; an f32 tile exceeds 64 KiB */
@@ -620,7 +715,7 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
   static const int wgs[] = {32, 64, 256};
   for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
     plan pl = base;
-    pl.D = dims[i];
+    pl.pr.D = dims[i];
     EMIT(pl, 1);
   }
   for (size_t i = 0; i < 3; i++) {
@@ -631,22 +726,22 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
   }
   for (int flags = 1; flags < 32; flags++) {
     plan pl = base;
-    pl.page_size = (flags & 1) ? 16 + 32 * (flags & 2) : 0; /* 16 and 80 */
+    pl.pr.page_size = (flags & 1) ? 16 + 32 * (flags & 2) : 0; /* 16 and 80 */
     pl.lane_keys = (flags >> 4) & 1;
-    pl.paged = flags & 1;
-    pl.varlen = (flags >> 1) & 1;
-    pl.causal = (flags >> 2) & 1;
-    pl.bias = (flags >> 3) & 1;
+    pl.pr.paged = flags & 1;
+    pl.pr.varlen = (flags >> 1) & 1;
+    pl.pr.causal = (flags >> 2) & 1;
+    pl.pr.bias = (flags >> 3) & 1;
     EMIT(pl, flags & 1);
     EMIT(pl, !(flags & 1));
   }
   for (int g = 1; g <= 8; g *= 2) {
     plan pl = base;
-    pl.kv_q = 1;
-    pl.kv_groups = g;
+    pl.pr.kv_q = 1;
+    pl.pr.kv_groups = g;
     pl.lane_keys = g >= 4;
-    pl.paged = g == 2;
-    pl.page_size = pl.paged ? 48 : 0;
+    pl.pr.paged = g == 2;
+    pl.pr.page_size = pl.pr.paged ? 48 : 0;
     EMIT(pl, g & 1);
     pl.lane_keys = 0;
     pl.kstage = 1;
@@ -654,10 +749,10 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
   }
   for (int fnuz = 0; fnuz < 2; fnuz++) {
     plan pl = base;
-    pl.kv_q = 2;
-    pl.fnuz = fnuz;
+    pl.pr.kv_q = 2;
+    pl.pr.fnuz = fnuz;
     pl.lane_keys = !fnuz;
-    pl.varlen = fnuz;
+    pl.pr.varlen = fnuz;
     EMIT(pl, 1);
     pl.lane_keys = 0;
     pl.kstage = 1;
@@ -667,24 +762,24 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
   for (int f = 0; f < 4; f++) {
     plan pl = base;
     pl.mma = pl.emulate = pl.aligned = true;
-    pl.qdt = pl.kvdt = (f & 1) ? CLATTN_BF16 : CLATTN_F16;
-    pl.odt = (f & 2) ? CLATTN_F32 : pl.qdt;
-    pl.D = f == 3 ? 256 : 64 << (f & 1);
+    pl.pr.qdt = pl.pr.kvdt = (f & 1) ? CLATTN_BF16 : CLATTN_F16;
+    pl.pr.odt = (f & 2) ? CLATTN_F32 : pl.pr.qdt;
+    pl.pr.D = f == 3 ? 256 : 64 << (f & 1);
     pl.RB = f == 2 ? 16 : 8;
-    pl.paged = pl.causal = f == 1;
-    pl.page_size = pl.paged ? 16 : 0;
-    pl.varlen = pl.bias = f == 2;
+    pl.pr.paged = pl.pr.causal = f == 1;
+    pl.pr.page_size = pl.pr.paged ? 16 : 0;
+    pl.pr.varlen = pl.pr.bias = f == 2;
     EMIT(pl, f != 3);
   }
   for (int q = 1; q <= 3; q++) { /* int4, fp8, fp8 fnuz */
     plan pl = base;
     pl.mma = pl.emulate = true;
-    pl.kv_q = q == 1 ? 1 : 2;
-    pl.fnuz = q == 3;
+    pl.pr.kv_q = q == 1 ? 1 : 2;
+    pl.pr.fnuz = q == 3;
     pl.nblk = q == 1 ? 1 : 2;
-    pl.paged = pl.causal = q == 2;
-    pl.page_size = pl.paged ? 16 : 0;
-    pl.bias = q == 3;
+    pl.pr.paged = pl.pr.causal = q == 2;
+    pl.pr.page_size = pl.pr.paged ? 16 : 0;
+    pl.pr.bias = q == 3;
     pl.RB = q == 3 ? 16 : 8;
     EMIT(pl, q != 2);
     pl.stages = q == 1 ? 4 : 2; /* rows through the ring (as deep as the local memory allows) */
@@ -694,14 +789,14 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
   for (int g = 1; g <= 4; g *= 4) { /* int4 token rows: 4 heads of 68-byte rows, 8 of 80-byte rows */
     plan pl = base;
     pl.mma = pl.emulate = true;
-    pl.kv_q = 1;
-    pl.kv_groups = g;
+    pl.pr.kv_q = 1;
+    pl.pr.kv_groups = g;
     pl.nblk = 1;
     pl.tokens = g == 1 ? 4 : 8;
     pl.WG = 32 * pl.tokens;
     pl.RB = g == 1 ? 8 : 16;
-    pl.paged = pl.causal = g == 4;
-    pl.page_size = pl.paged ? 16 : 0;
+    pl.pr.paged = pl.pr.causal = g == 4;
+    pl.pr.page_size = pl.pr.paged ? 16 : 0;
     EMIT(pl, g == 1);
     pl.stream = true; /* spans over every sequence's blocks (split parts) */
     EMIT(pl, 1);

@@ -74,27 +74,22 @@ static clattn_status check_rows(int64_t rows, int D, const char *what) {
   return CLATTN_SUCCESS;
 }
 
-static clattn_status check_flag(const clattn_tensor *flag) {
-  if (!clattn_present(flag)) return CLATTN_SUCCESS;
-  CLATTN_TRY(clattn_check_tensor(flag, "maybe_error_flag", 1, I32));
-  return clattn_check_dim(flag, "maybe_error_flag", 0, 1, "one flag");
-}
-
 /* A [B] or [B + 1] i32 vector. */
-static clattn_status check_vec(const clattn_tensor *t, const char *name, int64_t n,
-                               const char *what) {
-  CLATTN_TRY(clattn_check_tensor(t, name, 1, I32));
+static clattn_status check_vec(const clattn_context *ctx, const clattn_tensor *t,
+                               const char *name, int64_t n, const char *what) {
+  CLATTN_TRY(clattn_check_tensor(ctx, t, name, 1, I32));
   return clattn_check_dim(t, name, 0, n, what);
 }
 
 /* Checks a cache tensor `c` (named cname) holding rows of H heads and head
  * dim D for B sequences, its scale-shift tensor `ss` and the block table. */
-static clattn_status check_cache(const clattn_tensor *c, const char *cname,
+static clattn_status check_cache(const clattn_context *ctx, const clattn_tensor *c,
+                                 const char *cname,
                                  const clattn_tensor *ss, const char *ssname,
                                  const clattn_tensor *table, int64_t B, int64_t H, int D,
                                  int kv_groups, cache_desc *out) {
   memset(out, 0, sizeof *out);
-  CLATTN_TRY(clattn_check_tensor(c, cname, 4, CACHE_DTYPES));
+  CLATTN_TRY(clattn_check_tensor(ctx, c, cname, 4, CACHE_DTYPES));
   out->dtype = c->dtype;
   out->quant = quant_kind(c->dtype);
   out->D = D;
@@ -123,7 +118,7 @@ static clattn_status check_cache(const clattn_tensor *c, const char *cname,
                        "%s.stride[3] (%lld) must be 1: cache rows are contiguous", cname,
                        (long long)c->stride[3]);
   if (clattn_present(table)) {
-    CLATTN_TRY(clattn_check_tensor(table, "maybe_block_table", 2, I32));
+    CLATTN_TRY(clattn_check_tensor(ctx, table, "maybe_block_table", 2, I32));
     CLATTN_TRY(clattn_check_dim(table, "maybe_block_table", 0, B, "B, the sequences"));
     if (table->stride[1] != 1 && table->shape[1] > 1)
       return clattn_fail(CLATTN_INVALID_SHAPE,
@@ -151,7 +146,7 @@ static clattn_status check_cache(const clattn_tensor *c, const char *cname,
     if (!clattn_present(ss))
       return clattn_fail(CLATTN_INVALID_ARGUMENT,
                          "%s.buf is NULL: an fp8 cache needs its scale-shift tensor", ssname);
-    CLATTN_TRY(clattn_check_tensor(ss, ssname, 3, I32));
+    CLATTN_TRY(clattn_check_tensor(ctx, ss, ssname, 3, I32));
     for (int a = 0; a < 3; a++)
       CLATTN_TRY(clattn_check_dim(ss, ssname, a, c->shape[a], "the cache's rows"));
   } else if (clattn_present(ss)) {
@@ -299,11 +294,11 @@ clattn_status clattn_kv_append(clattn_context *ctx, cl_command_queue queue,
   if (!ctx) return clattn_fail(CLATTN_INVALID_ARGUMENT, "ctx is NULL");
   if (!p) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
   CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
-  CLATTN_TRY(clattn_check_tensor(&p->new_k, "new_k", 3, CLATTN_FLOAT_DTYPES));
+  CLATTN_TRY(clattn_check_tensor(ctx, &p->new_k, "new_k", 3, CLATTN_FLOAT_DTYPES));
   CLATTN_TRY(check_head_dim(ctx, &p->new_k, "new_k", 2));
   const int64_t T = p->new_k.shape[0], H = p->new_k.shape[1];
   const int D = (int)p->new_k.shape[2];
-  CLATTN_TRY(clattn_check_tensor(&p->pos, "pos", 1, I32));
+  CLATTN_TRY(clattn_check_tensor(ctx, &p->pos, "pos", 1, I32));
   const int64_t B = p->pos.shape[0];
   if (T >= INT32_LIMIT || B >= INT32_LIMIT || H >= INT32_LIMIT)
     return clattn_fail(CLATTN_UNSUPPORTED,
@@ -311,7 +306,7 @@ clattn_status clattn_kv_append(clattn_context *ctx, cl_command_queue queue,
                        "31 bits",
                        (long long)T, (long long)H, (long long)B);
   if (clattn_present(&p->maybe_new_start))
-    CLATTN_TRY(check_vec(&p->maybe_new_start, "maybe_new_start", B + 1, "B + 1, B from pos"));
+    CLATTN_TRY(check_vec(ctx, &p->maybe_new_start, "maybe_new_start", B + 1, "B + 1, B from pos"));
   else
     CLATTN_TRY(clattn_check_dim(&p->new_k, "new_k", 0, B,
                                 "one row per sequence when maybe_new_start is absent"));
@@ -326,10 +321,10 @@ clattn_status clattn_kv_append(clattn_context *ctx, cl_command_queue queue,
                        "maybe_v_scale_shift is given without maybe_v_cache");
   write_job j;
   memset(&j, 0, sizeof j);
-  CLATTN_TRY(check_cache(&p->k_cache, "k_cache", &p->maybe_k_scale_shift, "maybe_k_scale_shift",
+  CLATTN_TRY(check_cache(ctx, &p->k_cache, "k_cache", &p->maybe_k_scale_shift, "maybe_k_scale_shift",
                          &p->maybe_block_table, B, H, D, p->kv_groups, &j.cd));
   if (has_v) {
-    CLATTN_TRY(clattn_check_tensor(&p->maybe_new_v, "maybe_new_v", 3, CLATTN_FLOAT_DTYPES));
+    CLATTN_TRY(clattn_check_tensor(ctx, &p->maybe_new_v, "maybe_new_v", 3, CLATTN_FLOAT_DTYPES));
     if (p->maybe_new_v.dtype != p->new_k.dtype)
       return clattn_fail(CLATTN_UNSUPPORTED, "maybe_new_v.dtype %s differs from new_k.dtype %s",
                          clattn_dtype_name(p->maybe_new_v.dtype),
@@ -338,7 +333,7 @@ clattn_status clattn_kv_append(clattn_context *ctx, cl_command_queue queue,
       CLATTN_TRY(clattn_check_dim(&p->maybe_new_v, "maybe_new_v", a, p->new_k.shape[a],
                                   "new_k's shape"));
     cache_desc vd;
-    CLATTN_TRY(check_cache(&p->maybe_v_cache, "maybe_v_cache", &p->maybe_v_scale_shift,
+    CLATTN_TRY(check_cache(ctx, &p->maybe_v_cache, "maybe_v_cache", &p->maybe_v_scale_shift,
                            "maybe_v_scale_shift", &p->maybe_block_table, B, H, D, p->kv_groups,
                            &vd));
     if (p->maybe_v_cache.dtype != p->k_cache.dtype)
@@ -350,7 +345,18 @@ clattn_status clattn_kv_append(clattn_context *ctx, cl_command_queue queue,
       CLATTN_TRY(clattn_check_dim(&p->maybe_v_cache, "maybe_v_cache", a, p->k_cache.shape[a],
                                   "k_cache's shape"));
   }
-  CLATTN_TRY(check_flag(&p->maybe_error_flag));
+  CLATTN_TRY(clattn_check_error_flag(ctx, &p->maybe_error_flag));
+  const clattn_named outs[] = {{&p->k_cache, "k_cache"},
+                               {&p->maybe_v_cache, "maybe_v_cache"},
+                               {&p->maybe_k_scale_shift, "maybe_k_scale_shift"},
+                               {&p->maybe_v_scale_shift, "maybe_v_scale_shift"},
+                               {&p->maybe_error_flag, "maybe_error_flag"}};
+  const clattn_named ins[] = {{&p->new_k, "new_k"},
+                              {&p->maybe_new_v, "maybe_new_v"},
+                              {&p->pos, "pos"},
+                              {&p->maybe_new_start, "maybe_new_start"},
+                              {&p->maybe_block_table, "maybe_block_table"}};
+  CLATTN_TRY(clattn_check_aliasing(outs, 5, ins, 5));
 
   j.x[0] = &p->new_k;
   j.x[1] = has_v ? &p->maybe_new_v : NULL;
@@ -386,7 +392,7 @@ clattn_status clattn_kv_quantize(clattn_context *ctx, cl_command_queue queue,
   if (!ctx) return clattn_fail(CLATTN_INVALID_ARGUMENT, "ctx is NULL");
   if (!p) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
   CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
-  CLATTN_TRY(clattn_check_tensor(&p->src, "src", 4, CLATTN_FLOAT_DTYPES));
+  CLATTN_TRY(clattn_check_tensor(ctx, &p->src, "src", 4, CLATTN_FLOAT_DTYPES));
   CLATTN_TRY(check_head_dim(ctx, &p->src, "src", 3));
   const int64_t B = p->src.shape[0], n = p->src.shape[1], H = p->src.shape[2];
   if (B >= INT32_LIMIT || n >= INT32_LIMIT || B * n >= INT32_LIMIT || H >= INT32_LIMIT)
@@ -395,12 +401,19 @@ clattn_status clattn_kv_quantize(clattn_context *ctx, cl_command_queue queue,
                        (long long)(B * n), (long long)H);
   write_job j;
   memset(&j, 0, sizeof j);
-  CLATTN_TRY(check_cache(&p->cache, "cache", &p->maybe_scale_shift, "maybe_scale_shift",
+  CLATTN_TRY(check_cache(ctx, &p->cache, "cache", &p->maybe_scale_shift, "maybe_scale_shift",
                          &p->maybe_block_table, B, H, (int)p->src.shape[3], p->kv_groups,
                          &j.cd));
   if (clattn_present(&p->maybe_start))
-    CLATTN_TRY(check_vec(&p->maybe_start, "maybe_start", B, "B, from src"));
-  CLATTN_TRY(check_flag(&p->maybe_error_flag));
+    CLATTN_TRY(check_vec(ctx, &p->maybe_start, "maybe_start", B, "B, from src"));
+  CLATTN_TRY(clattn_check_error_flag(ctx, &p->maybe_error_flag));
+  const clattn_named outs[] = {{&p->cache, "cache"},
+                               {&p->maybe_scale_shift, "maybe_scale_shift"},
+                               {&p->maybe_error_flag, "maybe_error_flag"}};
+  const clattn_named ins[] = {{&p->src, "src"},
+                              {&p->maybe_start, "maybe_start"},
+                              {&p->maybe_block_table, "maybe_block_table"}};
+  CLATTN_TRY(clattn_check_aliasing(outs, 3, ins, 3));
   j.x[0] = &p->src;
   for (int d = 0; d < 4; d++) j.xs[0][d] = p->src.stride[d];
   j.cache[0] = &p->cache;
@@ -425,7 +438,7 @@ clattn_status clattn_kv_dequantize(clattn_context *ctx, cl_command_queue queue,
   if (!ctx) return clattn_fail(CLATTN_INVALID_ARGUMENT, "ctx is NULL");
   if (!p) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
   CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
-  CLATTN_TRY(clattn_check_tensor(&p->out, "out", 4, CLATTN_FLOAT_DTYPES));
+  CLATTN_TRY(clattn_check_tensor(ctx, &p->out, "out", 4, CLATTN_FLOAT_DTYPES));
   CLATTN_TRY(check_head_dim(ctx, &p->out, "out", 3));
   const int64_t B = p->out.shape[0], n = p->out.shape[1], H = p->out.shape[2];
   if (B >= INT32_LIMIT || n >= INT32_LIMIT || B * n >= INT32_LIMIT || H >= INT32_LIMIT)
@@ -433,11 +446,17 @@ clattn_status clattn_kv_dequantize(clattn_context *ctx, cl_command_queue queue,
                        "out.shape[0] * shape[1] (%lld) or shape[2] (%lld) beyond 31 bits",
                        (long long)(B * n), (long long)H);
   cache_desc cd;
-  CLATTN_TRY(check_cache(&p->cache, "cache", &p->maybe_scale_shift, "maybe_scale_shift",
+  CLATTN_TRY(check_cache(ctx, &p->cache, "cache", &p->maybe_scale_shift, "maybe_scale_shift",
                          &p->maybe_block_table, B, H, (int)p->out.shape[3], p->kv_groups, &cd));
   if (clattn_present(&p->maybe_start))
-    CLATTN_TRY(check_vec(&p->maybe_start, "maybe_start", B, "B, from out"));
-  CLATTN_TRY(check_flag(&p->maybe_error_flag));
+    CLATTN_TRY(check_vec(ctx, &p->maybe_start, "maybe_start", B, "B, from out"));
+  CLATTN_TRY(clattn_check_error_flag(ctx, &p->maybe_error_flag));
+  const clattn_named outs[] = {{&p->out, "out"}, {&p->maybe_error_flag, "maybe_error_flag"}};
+  const clattn_named ins[] = {{&p->cache, "cache"},
+                              {&p->maybe_scale_shift, "maybe_scale_shift"},
+                              {&p->maybe_start, "maybe_start"},
+                              {&p->maybe_block_table, "maybe_block_table"}};
+  CLATTN_TRY(clattn_check_aliasing(outs, 2, ins, 4));
   const int64_t rows = B * n * H;
   CLATTN_TRY(check_rows(rows, cd.D, "out"));
 

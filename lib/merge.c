@@ -26,7 +26,9 @@ typedef struct fwd_launch {
   int64_t po_split, pl_split;
   view slot[MAX_SLOTS];
   view out; /* out.lse may be NULL */
-  cl_mem q_start;
+  cl_mem q_start;   /* varlen decode's [B + 1] query starts, or NULL */
+  int64_t qs_off;   /* their element offset */
+  int total_q;      /* packed rows of o */
 } fwd_launch;
 
 static view view_of(const clattn_tensor *o, const clattn_tensor *lse) {
@@ -67,8 +69,8 @@ static int max_slots(const clattn_context *ctx, size_t fixed, size_t fixed_ptrs,
     s /= 2;
   return s;
 }
-/* forward: 5 ints, 2 + 10 longs, 3 pointers; a slot: 9 longs, 2 pointers */
-static int fwd_slots(const clattn_context *ctx) { return max_slots(ctx, 5 * 4 + 12 * 8, 3, 9 * 8, 2); }
+/* forward: 6 ints, 2 + 10 + 1 longs, 3 pointers; a slot: 9 longs, 2 pointers */
+static int fwd_slots(const clattn_context *ctx) { return max_slots(ctx, 6 * 4 + 13 * 8, 3, 9 * 8, 2); }
 /* backward: 4 ints, 18 longs, 5 pointers; a slot and its gradient: 18 longs, 4 pointers */
 static int bwd_slots(const clattn_context *ctx) { return max_slots(ctx, 4 * 4 + 18 * 8, 5, 18 * 8, 4); }
 
@@ -144,6 +146,8 @@ static clattn_status launch_forward(clattn_context *ctx, cl_command_queue queue,
   arg_view_o(&a, &L->out);
   arg_view_lse(&a, &L->out);
   clattn_arg_mem(&a, L->q_start);
+  clattn_arg_long(&a, L->qs_off);
+  clattn_arg_int(&a, L->total_q);
   clattn_status s = clattn_args_end(&a, name);
   if (s == CLATTN_SUCCESS) {
     size_t lanes, rows;
@@ -181,29 +185,21 @@ clattn_status clattn_merge_strided_enqueue(clattn_context *ctx, cl_command_queue
   memcpy(L.slot[0].o_stride, m->part_o_stride, sizeof L.slot[0].o_stride);
   memcpy(L.slot[0].lse_stride, m->part_lse_stride, sizeof L.slot[0].lse_stride);
   L.out = view_of(m->o, m->lse);
-  L.q_start = m->q_start;
+  if (m->q_start) {
+    L.q_start = m->q_start->buf;
+    L.qs_off = clattn_elem_offset(m->q_start);
+    L.total_q = m->total_q;
+  }
   L.vec = (m->D % 4 == 0 && m->part_o_stride[3] == 1 && m->o->stride[3] == 1) ? 4 : 1;
   return launch_forward(ctx, queue, &L, num_wait, wait, event);
 }
 
 /* ------------------------------------------------------------------ checks shared by both directions */
 
-static clattn_status check_context(const clattn_context *ctx, const clattn_tensor *t,
-                                   const char *name) {
-  cl_context c = NULL;
-  cl_int err = clGetMemObjectInfo(t->buf, CL_MEM_CONTEXT, sizeof c, &c, NULL);
-  if (err != CL_SUCCESS) return clattn_fail_cl(err, "clGetMemObjectInfo", name);
-  if (c != ctx->cl)
-    return clattn_fail(CLATTN_INVALID_ARGUMENT, "%s.buf belongs to another cl_context than ctx",
-                       name);
-  return CLATTN_SUCCESS;
-}
-
 /* A [B, M, H, D] state tensor (`like` NULL: sets the shape) or its [B, H, M] lse. */
 static clattn_status check_o(const clattn_context *ctx, const clattn_tensor *t, const char *name,
                              const clattn_tensor *like, const char *like_name) {
-  CLATTN_TRY(clattn_check_tensor(t, name, 4, CLATTN_FLOAT_DTYPES));
-  CLATTN_TRY(check_context(ctx, t, name));
+  CLATTN_TRY(clattn_check_tensor(ctx, t, name, 4, CLATTN_FLOAT_DTYPES));
   if (like) {
     char what[64];
     snprintf(what, sizeof what, "%s's shape", like_name);
@@ -214,8 +210,7 @@ static clattn_status check_o(const clattn_context *ctx, const clattn_tensor *t, 
 
 static clattn_status check_lse(const clattn_context *ctx, const clattn_tensor *t, const char *name,
                                const clattn_tensor *o, const char *o_name) {
-  CLATTN_TRY(clattn_check_tensor(t, name, 3, CLATTN_DT(CLATTN_F32)));
-  CLATTN_TRY(check_context(ctx, t, name));
+  CLATTN_TRY(clattn_check_tensor(ctx, t, name, 3, CLATTN_DT(CLATTN_F32)));
   char what[64];
   static const int from[3] = {0, 2, 1}; /* [B, H, M] against [B, M, H, D] */
   static const char *dims[3] = {"B", "H", "M"};
@@ -249,6 +244,39 @@ static clattn_status check_parts(const clattn_context *ctx, int n, const clattn_
       po[0].shape[0] > INT32_MAX)
     return clattn_fail(CLATTN_INVALID_SHAPE, "%s: M * H, B or D exceeds 2^31", first);
   return CLATTN_SUCCESS;
+}
+
+/* The aliasing rules over part lists: outputs `outs` (nout fixed views) and
+ * `d_o`, `d_lse` (n views each, NULL for none); inputs `ins` and the n parts. */
+static clattn_status check_merge_aliasing(int n, const clattn_tensor *po, const clattn_tensor *pl,
+                                          const clattn_tensor *d_o, const clattn_tensor *d_lse,
+                                          const clattn_named *outs, int nout,
+                                          const clattn_named *ins, int nin) {
+  const int nd = d_o ? n : 0, no = nout + 2 * nd, ni = nin + 2 * n;
+  clattn_named *v = malloc(sizeof *v * (size_t)(no + ni));
+  char(*names)[40] = malloc(sizeof *names * (size_t)(4 * n));
+  if (!v || !names) {
+    free(v);
+    free(names);
+    return clattn_fail(CLATTN_OUT_OF_MEMORY, "merge: aliasing check");
+  }
+  const clattn_tensor *lists[4] = {d_o, d_lse, po, pl};
+  static const char *bases[4] = {"d_parts_o", "d_parts_lse", "parts_o", "parts_lse"};
+  int k = 0, nm = 0;
+  for (int i = 0; i < nout; i++) v[k++] = outs[i];
+  for (int l = 0; l < 4; l++) {
+    if (l == 2)
+      for (int i = 0; i < nin; i++) v[k++] = ins[i];
+    if (!lists[l]) continue;
+    for (int i = 0; i < n; i++, nm++) {
+      snprintf(names[nm], sizeof names[nm], "%s[%d]", bases[l], i);
+      v[k++] = (clattn_named){&lists[l][i], names[nm]};
+    }
+  }
+  const clattn_status s = clattn_check_aliasing(v, no, v + no, ni);
+  free(v);
+  free(names);
+  return s;
 }
 
 /* ------------------------------------------------------------------ forward */
@@ -293,6 +321,11 @@ static clattn_status plan_merge(const clattn_context *ctx, const clattn_merge_pa
   CLATTN_TRY(check_o(ctx, &p->o, "o", p0, "parts_o[0]"));
   if (clattn_present(&p->maybe_lse))
     CLATTN_TRY(check_lse(ctx, &p->maybe_lse, "maybe_lse", p0, "parts_o[0]"));
+  if (clattn_present(&p->maybe_workspace)) /* its size once the plan is known */
+    CLATTN_TRY(clattn_check_workspace(ctx, &p->maybe_workspace, 0, "clattn_merge_workspace_size"));
+  const clattn_named outs[] = {
+      {&p->o, "o"}, {&p->maybe_lse, "maybe_lse"}, {&p->maybe_workspace, "maybe_workspace"}};
+  CLATTN_TRY(check_merge_aliasing(p->n, p->parts_o, p->parts_lse, NULL, NULL, outs, 3, NULL, 0));
   pl->B = (int)p0->shape[0];
   pl->M = (int)p0->shape[1];
   pl->H = (int)p0->shape[2];
@@ -360,26 +393,12 @@ clattn_status clattn_merge(clattn_context *ctx, cl_command_queue queue,
   plan pl;
   CLATTN_TRY(plan_merge(ctx, p, &pl));
 
-  cl_mem ws = NULL;
-  int64_t ws_base = 0;
-  bool own_ws = false;
-  if (pl.nbuf > 0) {
-    if (clattn_present(&p->maybe_workspace)) {
-      const clattn_tensor *w = &p->maybe_workspace;
-      CLATTN_TRY(clattn_check_tensor(w, "maybe_workspace", 1, CLATTN_DT(CLATTN_F32)));
-      CLATTN_TRY(check_context(ctx, w, "maybe_workspace"));
-      if (w->stride[0] != 1 || (size_t)w->shape[0] * 4 < pl.ws_bytes)
-        return clattn_fail(CLATTN_OUT_OF_BOUNDS,
-                           "maybe_workspace holds %lld floats (stride %lld); merging %d parts "
-                           "needs %zu contiguous bytes (clattn_merge_workspace_size)",
-                           (long long)w->shape[0], (long long)w->stride[0], p->n, pl.ws_bytes);
-      ws = w->buf;
-      ws_base = clattn_elem_offset(w);
-    } else {
-      CLATTN_TRY(clattn_temp_buffer(ctx, pl.ws_bytes, &ws));
-      own_ws = true;
-    }
-  }
+  clattn_workspace w = {NULL, 0, false};
+  if (pl.nbuf > 0)
+    CLATTN_TRY(clattn_workspace_acquire(ctx, &p->maybe_workspace, pl.ws_bytes,
+                                        "clattn_merge_workspace_size", &w));
+  const cl_mem ws = w.buf;
+  const int64_t ws_base = w.off;
 
   fwd_launch L;
   memset(&L, 0, sizeof L);
@@ -427,7 +446,7 @@ clattn_status clattn_merge(clattn_context *ctx, cl_command_queue queue,
     prev = done;
   }
   if (prev) clReleaseEvent(prev);
-  if (own_ws) clReleaseMemObject(ws); /* freed once the kernels using it finish */
+  clattn_workspace_release(&w);
   return s;
 }
 
@@ -462,6 +481,10 @@ clattn_status clattn_merge_backward(clattn_context *ctx, cl_command_queue queue,
   if (clattn_present(&p->o)) CLATTN_TRY(check_o(ctx, &p->o, "o", p0, "parts_o[0]"));
   CLATTN_TRY(check_lse(ctx, &p->lse, "lse", p0, "parts_o[0]"));
   if (has_dlse) CLATTN_TRY(check_lse(ctx, &p->maybe_dlse, "maybe_dlse", p0, "parts_o[0]"));
+  const clattn_named ins[] = {
+      {&p->o, "o"}, {&p->lse, "lse"}, {&p->maybe_do, "maybe_do"}, {&p->maybe_dlse, "maybe_dlse"}};
+  CLATTN_TRY(check_merge_aliasing(p->n, p->parts_o, p->parts_lse, p->d_parts_o, p->d_parts_lse,
+                                  NULL, 0, ins, 4));
 
   const int B = (int)p0->shape[0], M = (int)p0->shape[1], H = (int)p0->shape[2],
             D = (int)p0->shape[3];

@@ -20,7 +20,7 @@ static clattn_status check_shard(const clattn_decode_multi_params *p, int j) {
   const clattn_decode_shard *sh = &p->shards[j];
   if (!sh->ctx) return clattn_fail(CLATTN_INVALID_ARGUMENT, "shards[%d].ctx is NULL", j);
   clattn_status s = clattn_check_enqueue(sh->ctx, sh->queue, 0, NULL);
-  if (s == CLATTN_SUCCESS) s = clattn_decode_workspace_size(sh->ctx, &sh->params, NULL, NULL);
+  if (s == CLATTN_SUCCESS) s = clattn_decode_check(sh->ctx, &sh->params);
   if (s != CLATTN_SUCCESS) return in_shard(s, j);
   if (!clattn_present(&sh->params.maybe_lse))
     return clattn_fail(CLATTN_INVALID_ARGUMENT,

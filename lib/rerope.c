@@ -40,10 +40,10 @@ void clattn_rr_arg(clattn_args *a, const clattn_tensor *t) {
 
 /* ---------------------------------------------------------------- validation */
 
-clattn_status clattn_rr_check_like(const clattn_tensor *t, const char *name,
+clattn_status clattn_rr_check_like(const clattn_context *ctx, const clattn_tensor *t, const char *name,
                                    const clattn_tensor *ref, const char *ref_name,
                                    unsigned axes_mask) {
-  CLATTN_TRY(clattn_check_tensor(t, name, 4, CLATTN_FLOAT_DTYPES));
+  CLATTN_TRY(clattn_check_tensor(ctx, t, name, 4, CLATTN_FLOAT_DTYPES));
   if (t->dtype != ref->dtype)
     return clattn_fail(CLATTN_INVALID_ARGUMENT, "%s.dtype (%s) differs from %s.dtype (%s)", name,
                        clattn_dtype_name(t->dtype), ref_name, clattn_dtype_name(ref->dtype));
@@ -56,12 +56,12 @@ clattn_status clattn_rr_check_like(const clattn_tensor *t, const char *name,
   return CLATTN_SUCCESS;
 }
 
-clattn_status clattn_rr_problem_init(clattn_rr_problem *p, const clattn_tensor *q,
+clattn_status clattn_rr_problem_init(const clattn_context *ctx, clattn_rr_problem *p, const clattn_tensor *q,
                                      const char *qname, const clattn_tensor *k, const char *kname,
                                      int window, float scale, int causal) {
   memset(p, 0, sizeof *p);
-  CLATTN_TRY(clattn_check_tensor(q, qname, 4, CLATTN_FLOAT_DTYPES));
-  CLATTN_TRY(clattn_rr_check_like(k, kname, q, qname, 0x9u)); /* Z and D */
+  CLATTN_TRY(clattn_check_tensor(ctx, q, qname, 4, CLATTN_FLOAT_DTYPES));
+  CLATTN_TRY(clattn_rr_check_like(ctx, k, kname, q, qname, 0x9u)); /* Z and D */
   for (int i = 0; i < 3; i++)
     if (q->shape[i] > INT_MAX || k->shape[i] > INT_MAX)
       return clattn_fail(CLATTN_UNSUPPORTED, "%s or %s: dimension %d exceeds INT_MAX", qname, kname,
@@ -83,7 +83,8 @@ clattn_status clattn_rr_problem_init(clattn_rr_problem *p, const clattn_tensor *
                        qname, p->Hq);
   if (window < 0) return clattn_fail(CLATTN_INVALID_ARGUMENT, "window (%d) is negative", window);
   if (!isfinite(scale))
-    return clattn_fail(CLATTN_INVALID_ARGUMENT, "scale (%g) is not finite", (double)scale);
+    return clattn_fail(CLATTN_INVALID_ARGUMENT, "scale (%g) must be finite (0: 1/sqrt(D))",
+                       (double)scale);
   p->args.Hq = p->Hq;
   p->args.G = p->Hkv ? p->Hq / p->Hkv : 1;
   p->args.Nq = p->Nq;
@@ -95,30 +96,30 @@ clattn_status clattn_rr_problem_init(clattn_rr_problem *p, const clattn_tensor *
   return CLATTN_SUCCESS;
 }
 
-static clattn_status check_pos(const clattn_tensor *t, const char *name, const clattn_rr_problem *p,
+static clattn_status check_pos(const clattn_context *ctx, const clattn_tensor *t, const char *name, const clattn_rr_problem *p,
                                int n, const char *n_what) {
   if (!clattn_present(t)) return CLATTN_SUCCESS;
   const int nd = t->ndim == 1 ? 1 : 2;
-  CLATTN_TRY(clattn_check_tensor(t, name, nd, CLATTN_DT(CLATTN_I32)));
+  CLATTN_TRY(clattn_check_tensor(ctx, t, name, nd, CLATTN_DT(CLATTN_I32)));
   if (nd == 2) CLATTN_TRY(clattn_check_dim(t, name, 0, p->Z, "the batch Z"));
   return clattn_check_dim(t, name, nd - 1, n, n_what);
 }
 
-clattn_status clattn_rr_inputs_init(clattn_rr_problem *p, const clattn_tensor *q,
+clattn_status clattn_rr_inputs_init(const clattn_context *ctx, clattn_rr_problem *p, const clattn_tensor *q,
                                     const char *qname, const clattn_tensor *q2,
                                     const clattn_tensor *k, const char *kname,
                                     const clattn_tensor *k2, const clattn_tensor *v,
                                     const clattn_tensor *o, int window, float scale, int causal) {
-  CLATTN_TRY(clattn_rr_problem_init(p, q, qname, k, kname, window, scale, causal));
-  if (q2) CLATTN_TRY(clattn_rr_check_like(q2, "q2", q, qname, 0xfu));
-  if (k2) CLATTN_TRY(clattn_rr_check_like(k2, "k2", k, kname, 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(v, "v", k, kname, 0xfu));
-  return clattn_rr_check_like(o, "o", q, qname, 0xfu);
+  CLATTN_TRY(clattn_rr_problem_init(ctx, p, q, qname, k, kname, window, scale, causal));
+  if (q2) CLATTN_TRY(clattn_rr_check_like(ctx, q2, "q2", q, qname, 0xfu));
+  if (k2) CLATTN_TRY(clattn_rr_check_like(ctx, k2, "k2", k, kname, 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(ctx, v, "v", k, kname, 0xfu));
+  return clattn_rr_check_like(ctx, o, "o", q, qname, 0xfu);
 }
 
-clattn_status clattn_rr_check_lse(const clattn_tensor *lse, const char *name,
+clattn_status clattn_rr_check_lse(const clattn_context *ctx, const clattn_tensor *lse, const char *name,
                                   const clattn_tensor *q, const char *qname) {
-  CLATTN_TRY(clattn_check_tensor(lse, name, 3, CLATTN_DT(CLATTN_F32)));
+  CLATTN_TRY(clattn_check_tensor(ctx, lse, name, 3, CLATTN_DT(CLATTN_F32)));
   char what[32];
   for (int i = 0; i < 3; i++) {
     snprintf(what, sizeof what, "%s.shape[%d]", qname, i);
@@ -127,7 +128,7 @@ clattn_status clattn_rr_check_lse(const clattn_tensor *lse, const char *name,
   return CLATTN_SUCCESS;
 }
 
-clattn_status clattn_rr_rotary_init(clattn_rr_problem *p, const clattn_tensor *q_pos,
+clattn_status clattn_rr_rotary_init(const clattn_context *ctx, clattn_rr_problem *p, const clattn_tensor *q_pos,
                                     const clattn_tensor *k_pos, float theta, int layout) {
   if (theta == 0.0f) theta = 10000.0f;
   if (!(theta > 1.0f) || !isfinite(theta))
@@ -136,8 +137,8 @@ clattn_status clattn_rr_rotary_init(clattn_rr_problem *p, const clattn_tensor *q
   if (layout != CLATTN_ROPE_NEOX && layout != CLATTN_ROPE_INTERLEAVED)
     return clattn_fail(CLATTN_INVALID_ARGUMENT, "rope_layout (%d) is not a clattn_rope_layout",
                        layout);
-  CLATTN_TRY(check_pos(q_pos, "maybe_q_pos", p, p->Nq, "Nq of q"));
-  CLATTN_TRY(check_pos(k_pos, "maybe_k_pos", p, p->Nk, "Nk of k"));
+  CLATTN_TRY(check_pos(ctx, q_pos, "maybe_q_pos", p, p->Nq, "Nq of q"));
+  CLATTN_TRY(check_pos(ctx, k_pos, "maybe_k_pos", p, p->Nk, "Nk of k"));
   p->rotary = 1;
   p->q_pos = clattn_present(q_pos) ? q_pos : NULL;
   p->k_pos = clattn_present(k_pos) ? k_pos : NULL;
@@ -321,6 +322,18 @@ static clattn_status launch_fwd(clattn_context *ctx, cl_command_queue queue,
   return s;
 }
 
+/* o and lse share no element with each other or the inputs. */
+static clattn_status check_fwd_aliasing(const clattn_rr_problem *p, const clattn_tensor *o,
+                                        const clattn_tensor *lse, const clattn_tensor *q,
+                                        const char *qname, const clattn_tensor *q2,
+                                        const clattn_tensor *k, const char *kname,
+                                        const clattn_tensor *k2, const clattn_tensor *v) {
+  const clattn_named outs[] = {{o, "o"}, {lse, "maybe_lse"}};
+  const clattn_named ins[] = {{q, qname}, {q2, "q2"}, {k, kname}, {k2, "k2"}, {v, "v"},
+                              {p->q_pos, "maybe_q_pos"}, {p->k_pos, "maybe_k_pos"}};
+  return clattn_check_aliasing(outs, 2, ins, 7);
+}
+
 clattn_status clattn_rerope_fwd(clattn_context *ctx, cl_command_queue queue,
                                 const clattn_rerope_params *params, cl_uint num_wait,
                                 const cl_event *wait_list, cl_event *event) {
@@ -328,10 +341,12 @@ clattn_status clattn_rerope_fwd(clattn_context *ctx, cl_command_queue queue,
   CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
   const clattn_rerope_params *p = params;
   clattn_rr_problem pr;
-  CLATTN_TRY(clattn_rr_inputs_init(&pr, &p->q1, "q1", &p->q2, &p->k1, "k1", &p->k2, &p->v, &p->o,
+  CLATTN_TRY(clattn_rr_inputs_init(ctx, &pr, &p->q1, "q1", &p->q2, &p->k1, "k1", &p->k2, &p->v, &p->o,
                                     p->window, p->scale, p->causal));
   if (clattn_present(&p->maybe_lse))
-    CLATTN_TRY(clattn_rr_check_lse(&p->maybe_lse, "maybe_lse", &p->q1, "q1"));
+    CLATTN_TRY(clattn_rr_check_lse(ctx, &p->maybe_lse, "maybe_lse", &p->q1, "q1"));
+  CLATTN_TRY(check_fwd_aliasing(&pr, &p->o, &p->maybe_lse, &p->q1, "q1", &p->q2, &p->k1, "k1", &p->k2,
+                                &p->v));
   return launch_fwd(ctx, queue, &pr, &p->q1, &p->q2, &p->k1, &p->k2, &p->v, &p->o, &p->maybe_lse,
                     num_wait, wait_list, event);
 }
@@ -343,12 +358,13 @@ clattn_status clattn_rerope_rotary_fwd(clattn_context *ctx, cl_command_queue que
   CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
   const clattn_rerope_rotary_params *p = params;
   clattn_rr_problem pr;
-  CLATTN_TRY(clattn_rr_inputs_init(&pr, &p->q, "q", NULL, &p->k, "k", NULL, &p->v, &p->o,
+  CLATTN_TRY(clattn_rr_inputs_init(ctx, &pr, &p->q, "q", NULL, &p->k, "k", NULL, &p->v, &p->o,
                                     p->window, p->scale, p->causal));
   if (clattn_present(&p->maybe_lse))
-    CLATTN_TRY(clattn_rr_check_lse(&p->maybe_lse, "maybe_lse", &p->q, "q"));
+    CLATTN_TRY(clattn_rr_check_lse(ctx, &p->maybe_lse, "maybe_lse", &p->q, "q"));
   CLATTN_TRY(
-      clattn_rr_rotary_init(&pr, &p->maybe_q_pos, &p->maybe_k_pos, p->rope_theta, p->rope_layout));
+      clattn_rr_rotary_init(ctx, &pr, &p->maybe_q_pos, &p->maybe_k_pos, p->rope_theta, p->rope_layout));
+  CLATTN_TRY(check_fwd_aliasing(&pr, &p->o, &p->maybe_lse, &p->q, "q", NULL, &p->k, "k", NULL, &p->v));
   /* The kernel reads raw q (and k) through its q1 (k1) argument. */
   return launch_fwd(ctx, queue, &pr, &p->q, &p->q, &p->k, &p->k, &p->v, &p->o, &p->maybe_lse,
                     num_wait, wait_list, event);
@@ -379,7 +395,7 @@ void clattn_rerope_variants(clattn_variant_fn fn, void *priv) {
     snprintf(ctx.profile.arch, sizeof ctx.profile.arch, "%s", archs[a].arch);
     ctx.profile.local_mem_bytes = 65536;
     ctx.profile.max_work_group_size = 1024;
-    clattn_tuning_lookup(&ctx.profile, NULL, &ctx.tuning);
+    clattn_tuning_lookup(NULL, &ctx.profile, NULL, &ctx.tuning);
     for (size_t i = 0; i < archs[a].shapes && i < sizeof shapes / sizeof shapes[0]; i++) {
       clattn_rr_problem p;
       memset(&p, 0, sizeof p);

@@ -17,16 +17,15 @@ typedef struct bwd_tensors {
   const clattn_tensor *dq1, *dq2, *dk1, *dk2, *dv, *ws;
 } bwd_tensors;
 
-static clattn_status check_workspace(const clattn_tensor *ws, const clattn_rr_problem *p) {
-  if (!clattn_present(ws)) return CLATTN_SUCCESS;
-  CLATTN_TRY(clattn_check_tensor(ws, "maybe_workspace", 1, CLATTN_DT(CLATTN_F32)));
-  const int64_t need = (int64_t)p->Z * p->Hq * p->Nq;
-  if (ws->shape[0] < need || (ws->shape[0] > 1 && ws->stride[0] != 1))
-    return clattn_fail(CLATTN_INVALID_SHAPE,
-                       "maybe_workspace.shape[0] is %lld (stride %lld): need %lld contiguous f32 "
-                       "(clattn_rerope_bwd_workspace_size)",
-                       (long long)ws->shape[0], (long long)ws->stride[0], (long long)need);
-  return CLATTN_SUCCESS;
+/* Outputs (the gradients, a caller's workspace) share no element with each
+ * other or the inputs. */
+static clattn_status check_bwd_aliasing(const clattn_named *outs, int nout, const bwd_tensors *t,
+                                        const clattn_rr_problem *p) {
+  const clattn_named ins[] = {{t->q1, "q1"},    {t->q2, "q2"},   {t->k1, "k1"},
+                              {t->k2, "k2"},    {t->v, "v"},     {t->o, "o"},
+                              {t->lse, "lse"},  {t->dout, "dout"}, {p->q_pos, "maybe_q_pos"},
+                              {p->k_pos, "maybe_k_pos"}};
+  return clattn_check_aliasing(outs, nout, ins, 10);
 }
 
 /* Marks the delta workspace's place in an argument list (NULL means an absent tensor). */
@@ -67,19 +66,13 @@ static clattn_status run_bwd(clattn_context *ctx, cl_command_queue queue,
 
   /* Empty sides need no special case: with Nq = 0 the dk/dv kernel finds no
    * query tiles and writes zeros, with Nk = 0 the dq kernel does. */
-  cl_mem ws = NULL;
-  bool own_ws = false;
-  int64_t ws_off = 0;
+  clattn_workspace w = {NULL, 0, false};
   const size_t ws_bytes = clattn_rerope_bwd_workspace_size(p->Z, p->Hq, p->Nq);
-  if (clattn_present(t->ws)) {
-    ws = t->ws->buf;
-    ws_off = clattn_elem_offset(t->ws);
-  } else if (ws_bytes) {
-    CLATTN_TRY(clattn_temp_buffer(ctx, ws_bytes, &ws));
-    own_ws = true;
-  }
+  if (ws_bytes || clattn_present(t->ws))
+    CLATTN_TRY(clattn_workspace_acquire(ctx, t->ws, ws_bytes, "clattn_rerope_bwd_workspace_size", &w));
+  const cl_mem ws = w.buf;
   /* delta laid out [Z, Hq, Nq] contiguous */
-  const clattn_rr_view dv = {ws_off, (cl_long)p->Hq * p->Nq, p->Nq, 1, 0};
+  const clattn_rr_view dv = {w.off, (cl_long)p->Hq * p->Nq, p->Nq, 1, 0};
 
   cl_event ev_pre = NULL, ev_dkdv = NULL;
   clattn_status s;
@@ -112,7 +105,7 @@ static clattn_status run_bwd(clattn_context *ctx, cl_command_queue queue,
   }
   if (ev_pre) clReleaseEvent(ev_pre);
   if (ev_dkdv) clReleaseEvent(ev_dkdv);
-  if (own_ws) clReleaseMemObject(ws); /* freed once the kernels using it finish */
+  clattn_workspace_release(&w);
   return s;
 }
 
@@ -123,18 +116,22 @@ clattn_status clattn_rerope_bwd(clattn_context *ctx, cl_command_queue queue,
   CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
   const clattn_rerope_bwd_params *p = params;
   clattn_rr_problem pr;
-  CLATTN_TRY(clattn_rr_inputs_init(&pr, &p->q1, "q1", &p->q2, &p->k1, "k1", &p->k2, &p->v, &p->o,
+  CLATTN_TRY(clattn_rr_inputs_init(ctx, &pr, &p->q1, "q1", &p->q2, &p->k1, "k1", &p->k2, &p->v, &p->o,
                                     p->window, p->scale, p->causal));
-  CLATTN_TRY(clattn_rr_check_lse(&p->lse, "lse", &p->q1, "q1"));
-  CLATTN_TRY(clattn_rr_check_like(&p->dout, "dout", &p->q1, "q1", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(&p->dq1, "dq1", &p->q1, "q1", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(&p->dq2, "dq2", &p->q1, "q1", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(&p->dk1, "dk1", &p->k1, "k1", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(&p->dk2, "dk2", &p->k1, "k1", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(&p->dv, "dv", &p->k1, "k1", 0xfu));
-  CLATTN_TRY(check_workspace(&p->maybe_workspace, &pr));
+  CLATTN_TRY(clattn_rr_check_lse(ctx, &p->lse, "lse", &p->q1, "q1"));
+  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dout, "dout", &p->q1, "q1", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dq1, "dq1", &p->q1, "q1", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dq2, "dq2", &p->q1, "q1", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dk1, "dk1", &p->k1, "k1", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dk2, "dk2", &p->k1, "k1", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dv, "dv", &p->k1, "k1", 0xfu));
   bwd_tensors t = {&p->q1,   &p->q2,  &p->k1,  &p->k2,  &p->v,   &p->o,  &p->lse,
                    &p->dout, &p->dq1, &p->dq2, &p->dk1, &p->dk2, &p->dv, &p->maybe_workspace};
+  if (clattn_present(t.ws)) /* its size: run_bwd */
+    CLATTN_TRY(clattn_check_workspace(ctx, t.ws, 0, "clattn_rerope_bwd_workspace_size"));
+  const clattn_named outs[] = {{&p->dq1, "dq1"}, {&p->dq2, "dq2"}, {&p->dk1, "dk1"},
+                               {&p->dk2, "dk2"}, {&p->dv, "dv"},   {t.ws, "maybe_workspace"}};
+  CLATTN_TRY(check_bwd_aliasing(outs, 6, &t, &pr));
   return run_bwd(ctx, queue, &pr, &t, num_wait, wait_list, event);
 }
 
@@ -146,18 +143,22 @@ clattn_status clattn_rerope_rotary_bwd(clattn_context *ctx, cl_command_queue que
   CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
   const clattn_rerope_rotary_bwd_params *p = params;
   clattn_rr_problem pr;
-  CLATTN_TRY(clattn_rr_inputs_init(&pr, &p->q, "q", NULL, &p->k, "k", NULL, &p->v, &p->o,
+  CLATTN_TRY(clattn_rr_inputs_init(ctx, &pr, &p->q, "q", NULL, &p->k, "k", NULL, &p->v, &p->o,
                                     p->window, p->scale, p->causal));
-  CLATTN_TRY(clattn_rr_check_lse(&p->lse, "lse", &p->q, "q"));
-  CLATTN_TRY(clattn_rr_check_like(&p->dout, "dout", &p->q, "q", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(&p->dq, "dq", &p->q, "q", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(&p->dk, "dk", &p->k, "k", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(&p->dv, "dv", &p->k, "k", 0xfu));
-  CLATTN_TRY(check_workspace(&p->maybe_workspace, &pr));
+  CLATTN_TRY(clattn_rr_check_lse(ctx, &p->lse, "lse", &p->q, "q"));
+  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dout, "dout", &p->q, "q", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dq, "dq", &p->q, "q", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dk, "dk", &p->k, "k", 0xfu));
+  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dv, "dv", &p->k, "k", 0xfu));
   CLATTN_TRY(
-      clattn_rr_rotary_init(&pr, &p->maybe_q_pos, &p->maybe_k_pos, p->rope_theta, p->rope_layout));
+      clattn_rr_rotary_init(ctx, &pr, &p->maybe_q_pos, &p->maybe_k_pos, p->rope_theta, p->rope_layout));
   /* raw q, k travel as q1/q2 and k1/k2; dq, dk come back through dq1 / dk1 */
   bwd_tensors t = {&p->q,    &p->q,  &p->k,  &p->k,  &p->v,  &p->o,  &p->lse,
                    &p->dout, &p->dq, &p->dq, &p->dk, &p->dk, &p->dv, &p->maybe_workspace};
+  if (clattn_present(t.ws)) /* its size: run_bwd */
+    CLATTN_TRY(clattn_check_workspace(ctx, t.ws, 0, "clattn_rerope_bwd_workspace_size"));
+  const clattn_named outs[] = {
+      {&p->dq, "dq"}, {&p->dk, "dk"}, {&p->dv, "dv"}, {t.ws, "maybe_workspace"}};
+  CLATTN_TRY(check_bwd_aliasing(outs, 4, &t, &pr));
   return run_bwd(ctx, queue, &pr, &t, num_wait, wait_list, event);
 }

@@ -127,7 +127,7 @@ static void test_inconsistent_shapes(void) {
   p = w.p;
   p.k.dtype = p.v.dtype = CLATTN_FP8;
   p.k.shape[3] = p.v.shape[3] = 16;
-  expect_fail(&p, CLATTN_INVALID_ARGUMENT, "maybe_k_scale_shift is required", w.o);
+  expect_fail(&p, CLATTN_INVALID_ARGUMENT, "maybe_k_scale_shift.buf is NULL: fp8 K/V need it", w.o);
   p = w.p;
   p.k.dtype = p.v.dtype = CLATTN_INT4;
   p.kv_groups = 3;
@@ -172,7 +172,7 @@ static void test_buffer_too_small(void) {
   p = w.p;
   p.num_splits = 4;
   p.maybe_workspace = clattn_tensor_1d(w.small, 0, CLATTN_F32, 4);
-  expect_fail(&p, CLATTN_OUT_OF_BOUNDS, "maybe_workspace holds 4 floats", w.o);
+  expect_fail(&p, CLATTN_OUT_OF_BOUNDS, "maybe_workspace.shape[0] is 4 floats (16 bytes); this call needs", w.o);
   free_valid(&w);
 }
 

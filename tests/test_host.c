@@ -66,14 +66,14 @@ static void test_tuning(void) {
   p.max_work_group_size = 1024;
   clattn_tuning t;
   snprintf(p.arch, sizeof p.arch, "nvidia-sm90");
-  clattn_tuning_lookup(&p, NULL, &t);
+  clattn_tuning_lookup(NULL, &p, NULL, &t);
   CU_ASSERT_EQUAL(t.decode_wg, 128);
   snprintf(p.arch, sizeof p.arch, "some-unknown-device");
-  clattn_tuning_lookup(&p, NULL, &t);
+  clattn_tuning_lookup(NULL, &p, NULL, &t);
   CU_ASSERT(t.decode_wg >= 32); /* the generic row */
   /* a small device caps work-group sizes */
   p.max_work_group_size = 32;
-  clattn_tuning_lookup(&p, NULL, &t);
+  clattn_tuning_lookup(NULL, &p, NULL, &t);
   CU_ASSERT(t.decode_wg <= 32 && t.merge_wg <= 32);
   /* override file: known keys applied, unknown and bad lines ignored */
   p.max_work_group_size = 1024;
@@ -82,33 +82,204 @@ static void test_tuning(void) {
   CU_ASSERT_FATAL(fd >= 0);
   close(fd);
   clattn_tuning w;
-  clattn_tuning_lookup(&p, NULL, &w);
+  clattn_tuning_lookup(NULL, &p, NULL, &w);
   CU_ASSERT(clattn_tuning_set(&w, "decode_wg", 256));
   CU_ASSERT(!clattn_tuning_set(&w, "no_such_key", 1));
   CHECK_OK(clattn_tuning_write(&w, path));
   FILE *f = fopen(path, "a");
   fprintf(f, "bogus=12\ndecode_max_splits=-5\n# comment\n");
   fclose(f);
-  clattn_tuning_lookup(&p, path, &t);
+  clattn_tuning_lookup(NULL, &p, path, &t);
   CU_ASSERT_EQUAL(t.decode_wg, 256);
   CU_ASSERT_EQUAL(t.decode_max_splits, w.decode_max_splits);
   remove(path);
+  /* every row's every value is in its parameter's range */
+  static const char *archs[] = {"nvidia-sm90", "nvidia-sm86", "nvidia-sm75", "amd-gfx90a",
+                                "amd-gfx1030", "pocl-cpu", "intel-cpu", "generic"};
+  for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
+    snprintf(p.arch, sizeof p.arch, "%s", archs[a]);
+    clattn_tuning_lookup(NULL, &p, NULL, &t);
+    for (size_t i = 0; i < clattn_tuning_count(); i++) {
+      clattn_tuning c = t;
+      const bool ok = clattn_tuning_set(&c, clattn_tuning_name(i), clattn_tuning_get(&t, i));
+      if (!ok) fprintf(stderr, "  row %s: %s=%d out of range\n", archs[a], clattn_tuning_name(i),
+                       clattn_tuning_get(&t, i));
+      CU_ASSERT(ok);
+    }
+  }
+}
+
+typedef struct captured {
+  char text[4096];
+} captured;
+static void capture_log(void *priv, clattn_log_level level, const char *msg) {
+  captured *c = priv;
+  (void)level;
+  size_t n = strlen(c->text);
+  snprintf(c->text + n, sizeof c->text - n, "%s\n", msg);
+}
+
+/* An override file of zeros and nonsense (decode_wg=0 once hung decode,
+ * merge_wg=0 and quant_wg=0 divided by zero) is reported line by line and
+ * ignored: the context keeps its row's values and decode runs. */
+static void test_tuning_bad_override(void) {
+  char path[] = "/tmp/clattn-tuning-XXXXXX";
+  int fd = mkstemp(path);
+  CU_ASSERT_FATAL(fd >= 0);
+  static const char text[] = "decode_wg=0\nmerge_wg=0\nquant_wg=0\ndecode_splits_per_cu=abc\n"
+                             "bogus_key=5\ndecode_wg=100\nrerope_wg=-3\njust words\n"
+                             "decode_max_splits=99999999999999\n# a comment\n\n";
+  CU_ASSERT_FATAL(write(fd, text, sizeof text - 1) == (ssize_t)(sizeof text - 1));
+  close(fd);
+  setenv("CLATTN_TUNING_FILE", path, 1);
+  captured log = {{0}};
+  clattn_context_options opts = {0};
+  opts.log = capture_log;
+  opts.log_priv = &log;
+  opts.log_level = CLATTN_LOG_ERROR;
+  opts.cache_dir = "";
+  clattn_context *c = NULL;
+  clattn_status st = clattn_context_create(fx.cl, fx.dev, &opts, &c);
+  unsetenv("CLATTN_TUNING_FILE");
+  remove(path);
+  CHECK_OK(st);
+  CU_ASSERT_EQUAL(c->tuning.decode_wg, fx.ctx->tuning.decode_wg);
+  CU_ASSERT_EQUAL(c->tuning.merge_wg, fx.ctx->tuning.merge_wg);
+  CU_ASSERT_EQUAL(c->tuning.quant_wg, fx.ctx->tuning.quant_wg);
+  CU_ASSERT_EQUAL(c->tuning.decode_splits_per_cu, fx.ctx->tuning.decode_splits_per_cu);
+  CU_ASSERT_EQUAL(c->tuning.decode_max_splits, fx.ctx->tuning.decode_max_splits);
+  static const char *needles[] = {":1: decode_wg=0 is not", ":2: merge_wg=0", ":3: quant_wg=0",
+                                  ":4: decode_splits_per_cu=abc", ":5: unknown tuning key \"bogus_key\"",
+                                  ":6: decode_wg=100 is not a power of two", ":7: rerope_wg=-3",
+                                  ":8: \"just words\" is not key=value", ":9: decode_max_splits="};
+  for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++) {
+    if (!strstr(log.text, needles[i])) fprintf(stderr, "  log lacks \"%s\":\n%s", needles[i], log.text);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log.text, needles[i]));
+  }
+  CU_ASSERT_PTR_NULL(strstr(log.text, ":10:")); /* the comment and the blank line are fine */
+  /* decode (split, so merge runs too) on that context finishes */
+  const int B = 1, H = 2, D = 16, N = 300;
+  double *x = calloc((size_t)B * N * H * D, sizeof(double));
+  cl_mem q = buf_from(x, (size_t)B * H * D, CLATTN_F32), k = buf_from(x, (size_t)B * N * H * D, CLATTN_F32);
+  cl_mem o = buf_poison((size_t)B * H * D * 4);
+  clattn_decode_params dp = {0};
+  dp.q = clattn_tensor_4d(q, 0, CLATTN_F32, B, 1, H, D);
+  dp.k = dp.v = clattn_tensor_4d(k, 0, CLATTN_F32, B, N, H, D);
+  dp.o = clattn_tensor_4d(o, 0, CLATTN_F32, B, 1, H, D);
+  dp.num_splits = 3;
+  cl_command_queue queue = clCreateCommandQueue(fx.cl, fx.dev, 0, NULL);
+  CHECK_OK(clattn_decode(c, queue, &dp, 0, NULL, NULL));
+  CU_ASSERT_EQUAL(clFinish(queue), CL_SUCCESS);
+  double got[2 * 16];
+  buf_read(o, 0, (size_t)B * H * D, CLATTN_F32, got);
+  for (int i = 0; i < B * H * D; i++) CU_ASSERT_DOUBLE_EQUAL(got[i], 0.0, 1e-6); /* mean of zeros */
+  clReleaseCommandQueue(queue);
+  buf_release(&q);
+  buf_release(&k);
+  buf_release(&o);
+  free(x);
+  clattn_context_release(&c);
 }
 
 static void test_tensor_checks(void) {
   cl_mem m = buf_zeros(1024);
   clattn_tensor t = clattn_tensor_2d(m, 0, CLATTN_F32, 16, 16);
-  CHECK_OK(clattn_check_tensor(&t, "x", 2, CLATTN_FLOAT_DTYPES));
+  CHECK_OK(clattn_check_tensor(fx.ctx, &t, "x", 2, CLATTN_FLOAT_DTYPES));
   t.shape[0] = 17;
-  CHECK_FAILS(clattn_check_tensor(&t, "x", 2, CLATTN_FLOAT_DTYPES), CLATTN_OUT_OF_BOUNDS,
+  CHECK_FAILS(clattn_check_tensor(fx.ctx, &t, "x", 2, CLATTN_FLOAT_DTYPES), CLATTN_OUT_OF_BOUNDS,
               "reaches byte 1088, but the buffer holds 1024 bytes");
   t = clattn_tensor_2d(m, 0, CLATTN_F32, 0, 1000000);
-  CHECK_OK(clattn_check_tensor(&t, "x", 2, CLATTN_FLOAT_DTYPES)); /* empty: touches nothing */
+  CHECK_OK(clattn_check_tensor(fx.ctx, &t, "x", 2, CLATTN_FLOAT_DTYPES)); /* empty: touches nothing */
   t = clattn_tensor_2d(m, 6, CLATTN_F32, 2, 2);
-  CHECK_FAILS(clattn_check_tensor(&t, "x", 2, CLATTN_FLOAT_DTYPES), CLATTN_INVALID_ARGUMENT,
+  CHECK_FAILS(clattn_check_tensor(fx.ctx, &t, "x", 2, CLATTN_FLOAT_DTYPES), CLATTN_INVALID_ARGUMENT,
               "x.offset (6 bytes)");
   t = clattn_tensor_2d(m, 0, CLATTN_I32, 2, 2);
-  CHECK_FAILS(clattn_check_tensor(&t, "x", 2, CLATTN_FLOAT_DTYPES), CLATTN_UNSUPPORTED, "x.dtype i32");
+  CHECK_FAILS(clattn_check_tensor(fx.ctx, &t, "x", 2, CLATTN_FLOAT_DTYPES), CLATTN_UNSUPPORTED, "x.dtype i32");
+  /* offset + extent wrapping past 2^64 once passed (and decode wrote 256
+   * bytes before the buffer) */
+  t = clattn_tensor_1d(m, (size_t)0 - 256, CLATTN_F32, 64);
+  CHECK_FAILS(clattn_check_tensor(fx.ctx, &t, "x", 1, CLATTN_FLOAT_DTYPES), CLATTN_OUT_OF_BOUNDS,
+              "x: shape [64] with strides [1] and offset 18446744073709551360 reaches beyond 2^64");
+  /* a dim of 2^32 + 2 once wrapped the extent, and was cast to int as 2 */
+  t = clattn_tensor_2d(m, 0, CLATTN_F32, ((int64_t)1 << 32) + 2, 1);
+  t.stride[0] = ((int64_t)1 << 40) - 256;
+  CHECK_FAILS(clattn_check_tensor(fx.ctx, &t, "x", 2, CLATTN_FLOAT_DTYPES), CLATTN_UNSUPPORTED,
+              "x.shape[0] (4294967298) exceeds 2^31 - 1");
+  /* dims in range whose extent still overflows 64 bits */
+  t = clattn_tensor_3d(m, 0, CLATTN_F32, INT32_MAX, INT32_MAX, 4);
+  t.stride[0] = (int64_t)1 << 62;
+  t.stride[1] = (int64_t)1 << 31;
+  CHECK_FAILS(clattn_check_tensor(fx.ctx, &t, "x", 3, CLATTN_FLOAT_DTYPES), CLATTN_OUT_OF_BOUNDS,
+              "reaches beyond 2^64 bytes");
+  t = clattn_tensor_2d(m, 1028, CLATTN_F32, 0, 4); /* empty, but past the end */
+  CHECK_FAILS(clattn_check_tensor(fx.ctx, &t, "x", 2, CLATTN_FLOAT_DTYPES), CLATTN_OUT_OF_BOUNDS,
+              "reaches byte 1028");
+  /* a buffer of another cl_context */
+  cl_int err = CL_SUCCESS;
+  cl_context other = clCreateContext(NULL, 1, &fx.dev, NULL, NULL, &err);
+  CU_ASSERT_FATAL(err == CL_SUCCESS);
+  cl_mem foreign = buf_in(other, 1024, NULL);
+  t = clattn_tensor_2d(foreign, 0, CLATTN_F32, 16, 16);
+  CHECK_FAILS(clattn_check_tensor(fx.ctx, &t, "x", 2, CLATTN_FLOAT_DTYPES), CLATTN_INVALID_ARGUMENT,
+              "x.buf belongs to another cl_context than ctx");
+  CHECK_OK(clattn_check_tensor(NULL, &t, "x", 2, CLATTN_FLOAT_DTYPES));
+  buf_release(&foreign);
+  clReleaseContext(other);
+  buf_release(&m);
+}
+
+/* Outputs that reach one element twice, and outputs sharing elements with
+ * inputs: through one buffer, sub-buffers of one parent, and interleaved
+ * views of one layout (which are fine). */
+static void test_aliasing_checks(void) {
+  cl_mem m = buf_zeros(4096);
+  clattn_tensor o = clattn_tensor_3d(m, 0, CLATTN_F32, 4, 2, 8);
+  CHECK_OK(clattn_check_output(&o, "o"));
+  o.stride[0] = 0;
+  CHECK_FAILS(clattn_check_output(&o, "o"), CLATTN_INVALID_ARGUMENT, "o.stride[0] (0) makes output elements overlap");
+  o = clattn_tensor_3d(m, 0, CLATTN_F32, 4, 2, 8);
+  o.stride[1] = 4; /* rows of 8 every 4 elements */
+  CHECK_FAILS(clattn_check_output(&o, "o"), CLATTN_INVALID_ARGUMENT, "o.stride[1] (4)");
+  o = clattn_tensor_3d(m, 0, CLATTN_F32, 4, 1, 8);
+  o.stride[1] = 0; /* a dim of 1 never steps */
+  CHECK_OK(clattn_check_output(&o, "o"));
+  o = clattn_tensor_3d(m, 0, CLATTN_F32, 8, 2, 8); /* dims in any order of strides */
+  o.stride[0] = 8, o.stride[1] = 64, o.stride[2] = 1;
+  CHECK_OK(clattn_check_output(&o, "o"));
+
+  clattn_tensor in = clattn_tensor_1d(m, 256, CLATTN_F32, 64);
+  clattn_tensor out = clattn_tensor_1d(m, 0, CLATTN_F32, 64);
+  CHECK_OK(clattn_check_apart(&out, "out", &in, "in")); /* [0, 256) and [256, 512) */
+  out.shape[0] = 65;
+  CHECK_FAILS(clattn_check_apart(&out, "out", &in, "in"), CLATTN_INVALID_ARGUMENT,
+              "out overlaps in: bytes [0, 260) and [256, 512)");
+  /* K and V caches interleaved per token, [N, 2, H, D] seen as two [N, H, D] views */
+  clattn_tensor kc = clattn_tensor_3d(m, 0, CLATTN_F32, 8, 4, 8), vc = kc;
+  kc.stride[0] = vc.stride[0] = 2 * 4 * 8;
+  vc.offset = 4 * 8 * 4;
+  CHECK_OK(clattn_check_apart(&kc, "k_cache", &vc, "v_cache"));
+  vc.offset = 4 * 8 * 4 + 4 * 4; /* shifted by 4 elements: rows meet */
+  CHECK_FAILS(clattn_check_apart(&kc, "k_cache", &vc, "v_cache"), CLATTN_INVALID_ARGUMENT,
+              "k_cache overlaps v_cache");
+  /* sub-buffers of one parent compare by the parent's bytes */
+  cl_int err = CL_SUCCESS;
+  cl_mem parent = clCreateBuffer(fx.cl, CL_MEM_READ_WRITE, 8192, NULL, &err);
+  CU_ASSERT_FATAL(err == CL_SUCCESS);
+  cl_uint bits = 0;
+  clGetDeviceInfo(fx.dev, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, NULL);
+  const size_t al = bits / 8 > 256 ? bits / 8 : 256;
+  const cl_buffer_region r1 = {0, 2 * al}, r2 = {al, al};
+  cl_mem s1 = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r1, &err);
+  cl_mem s2 = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r2, &err);
+  CU_ASSERT_FATAL(err == CL_SUCCESS);
+  out = clattn_tensor_1d(s1, 0, CLATTN_F32, (int64_t)(2 * al / 4));
+  in = clattn_tensor_1d(s2, 0, CLATTN_F32, 1);
+  CHECK_FAILS(clattn_check_apart(&out, "out", &in, "in"), CLATTN_INVALID_ARGUMENT, "out overlaps in");
+  out.shape[0] = (int64_t)(al / 4);
+  CHECK_OK(clattn_check_apart(&out, "out", &in, "in"));
+  clReleaseMemObject(s1);
+  clReleaseMemObject(s2);
+  clReleaseMemObject(parent);
   buf_release(&m);
 }
 
@@ -237,6 +408,8 @@ int main(void) {
   CU_add_test(s, "device profile", test_profile);
   CU_add_test(s, "tuning table and override file", test_tuning);
   CU_add_test(s, "tensor bounds checks", test_tensor_checks);
+  CU_add_test(s, "aliasing checks", test_aliasing_checks);
+  CU_add_test(s, "tuning override of zeros and nonsense", test_tuning_bad_override);
   CU_add_test(s, "program cache: memory and disk", test_program_cache);
   CU_add_test(s, "embedded kernel sources are complete", test_embedded_sources);
   CU_add_test(s, "build errors carry the log", test_build_error);

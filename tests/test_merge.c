@@ -404,6 +404,7 @@ static void run_strided(int varlen, clattn_dtype odt) {
   clattn_tensor o = view_make(NULL, 4, so, &L_BHMD, odt, NAN);
   clattn_tensor lse = view_make(NULL, 3, sl, &L_LSE_T, CLATTN_F32, NAN);
   cl_mem qs = buf_from_i32(q_start, B + 1);
+  const clattn_tensor qs_t = clattn_tensor_1d(qs, 0, CLATTN_I32, B + 1);
   clattn_merge_strided m = {
       .part_o = part,
       .part_lse = part_l,
@@ -414,7 +415,8 @@ static void run_strided(int varlen, clattn_dtype odt) {
       .n = S, .B = B, .M = M, .H = H, .D = D,
       .o = &o,
       .lse = &lse,
-      .q_start = varlen ? qs : NULL,
+      .q_start = varlen ? &qs_t : NULL,
+      .total_q = total,
   };
   CHECK_OK(clattn_merge_strided_enqueue(fx.ctx, fx.queue, &m, 0, NULL, NULL));
   finish();

@@ -305,7 +305,7 @@ static void test_merge_errors(void) {
   CHECK_OK(clattn_merge_workspace_size(fx.ctx, &w.p, &need));
   CU_ASSERT(need > 0);
   w.p.maybe_workspace = clattn_tensor_1d(w.small, 0, CLATTN_F32, 4);
-  expect_merge_fail(&w, CLATTN_OUT_OF_BOUNDS, "maybe_workspace holds 4 floats");
+  expect_merge_fail(&w, CLATTN_OUT_OF_BOUNDS, "maybe_workspace.shape[0] is 4 floats (16 bytes); this call needs");
   w.p.maybe_workspace.dtype = CLATTN_F16;
   expect_merge_fail(&w, CLATTN_UNSUPPORTED, "maybe_workspace.dtype f16");
   free_valid(&w);

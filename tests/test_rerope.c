@@ -166,7 +166,7 @@ static bool runs_mma(const clattn_tensor *q, const clattn_tensor *k, const clatt
   clattn_rr_problem p;
   clattn_rr_plan pl;
   const clattn_tensor *views[] = {q, k, v};
-  if (clattn_rr_problem_init(&p, q, "q", k, "k", W, 0.0f, 0) != CLATTN_SUCCESS) return false;
+  if (clattn_rr_problem_init(fx.ctx, &p, q, "q", k, "k", W, 0.0f, 0) != CLATTN_SUCCESS) return false;
   return clattn_rr_plan_make(fx.ctx, &p, kind, views, 3, &pl) == CLATTN_SUCCESS && pl.mma;
 }
 
@@ -724,9 +724,19 @@ static void test_errors(void) {
   b = b0, b.dout.dtype = CLATTN_BF16;
   CHECK_FAILS(clattn_rerope_bwd(fx.ctx, fx.queue, &b, 0, NULL, &ev), CLATTN_INVALID_ARGUMENT,
               "dout.dtype");
-  b = b0, b.maybe_workspace = clattn_tensor_1d(big, 0, CLATTN_F32, 3);
-  CHECK_FAILS(clattn_rerope_bwd(fx.ctx, fx.queue, &b, 0, NULL, &ev), CLATTN_INVALID_SHAPE,
-              "maybe_workspace");
+  /* b0's outputs are all one view: an output over another */
+  CHECK_FAILS(clattn_rerope_bwd(fx.ctx, fx.queue, &b0, 0, NULL, &ev), CLATTN_INVALID_ARGUMENT,
+              "overlaps");
+  /* outputs apart, the caller's workspace too small */
+  cl_mem outs = buf_zeros(5 * sizeof(float) * Z * H * N * D);
+  b = b0;
+  clattn_tensor *dst[5] = {&b.dq1, &b.dq2, &b.dk1, &b.dk2, &b.dv};
+  for (int i = 0; i < 5; i++)
+    *dst[i] = clattn_tensor_4d(outs, (size_t)i * sizeof(float) * Z * H * N * D, CLATTN_F32, Z, H, N, D);
+  b.maybe_workspace = clattn_tensor_1d(small, 0, CLATTN_F32, 3);
+  CHECK_FAILS(clattn_rerope_bwd(fx.ctx, fx.queue, &b, 0, NULL, &ev), CLATTN_OUT_OF_BOUNDS,
+              "maybe_workspace.shape[0] is 3 floats (12 bytes); this call needs 64 bytes");
+  buf_release(&outs);
   CHECK_FAILS(clattn_rerope_bwd(fx.ctx, fx.queue, NULL, 0, NULL, &ev), CLATTN_INVALID_ARGUMENT,
               "params");
   CU_ASSERT_PTR_NULL(ev);
