@@ -31,6 +31,8 @@ int fixture_init(void) {
 }
 
 int fixture_cleanup(void) {
+  if (fx.queue) clFinish(fx.queue);
+  guards_check_all(); /* the buffers a test left for the suite's end */
   if (fx.queue) clReleaseCommandQueue(fx.queue);
   fx.queue = NULL;
   clattn_context_release(&fx.ctx);
@@ -149,13 +151,80 @@ void host_unpack(const void *src, size_t n, clattn_dtype dt, double *dst) {
   }
 }
 
-static cl_mem make_buf(size_t bytes, const void *host) {
-  cl_int err = CL_SUCCESS;
-  cl_mem m = clCreateBuffer(fx.cl, CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0),
-                            bytes ? bytes : 4, (void *)host, &err);
-  CU_ASSERT_EQUAL_FATAL(err, CL_SUCCESS);
-  return m;
+/* Guard regions (ggml's sentinel tensors): every test buffer is a
+ * sub-buffer between GUARD-patterned bytes of a larger buffer; releasing it
+ * (or guards_check_all) checks that no kernel wrote outside it. */
+#define GUARD_BYTE 0x5a
+typedef struct guarded {
+  cl_mem sub, parent;
+  size_t lead, bytes, total; /* the sub-buffer is [lead, lead + bytes) of parent */
+  struct guarded *next;
+} guarded;
+static guarded *guards;
+
+static size_t base_align(cl_context cl) {
+  cl_device_id dev = NULL;
+  cl_uint bits = 0;
+  clGetContextInfo(cl, CL_CONTEXT_DEVICES, sizeof dev, &dev, NULL);
+  if (dev) clGetDeviceInfo(dev, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, NULL);
+  size_t a = bits / 8;
+  return a < 256 ? 256 : a;
 }
+
+cl_mem buf_in(cl_context cl, size_t bytes, const void *host) {
+  if (!bytes) bytes = 4;
+  const size_t lead = base_align(cl), total = lead + (bytes + lead - 1) / lead * lead + lead;
+  unsigned char *init = malloc(total);
+  CU_ASSERT_FATAL(init != NULL);
+  memset(init, GUARD_BYTE, total);
+  if (host) memcpy(init + lead, host, bytes);
+  cl_int err = CL_SUCCESS;
+  cl_mem parent = clCreateBuffer(cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, total, init, &err);
+  free(init);
+  CU_ASSERT_EQUAL_FATAL(err, CL_SUCCESS);
+  const cl_buffer_region region = {lead, bytes};
+  cl_mem sub = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
+  CU_ASSERT_EQUAL_FATAL(err, CL_SUCCESS);
+  guarded *g = malloc(sizeof *g);
+  CU_ASSERT_FATAL(g != NULL);
+  *g = (guarded){sub, parent, lead, bytes, total, guards};
+  guards = g;
+  return sub;
+}
+
+/* Reads g's guard bytes; fails the test if any changed. */
+static void guard_verify(const guarded *g) {
+  cl_context cl = NULL;
+  clGetMemObjectInfo(g->parent, CL_MEM_CONTEXT, sizeof cl, &cl, NULL);
+  cl_device_id dev = NULL;
+  clGetContextInfo(cl, CL_CONTEXT_DEVICES, sizeof dev, &dev, NULL);
+  cl_int err = CL_SUCCESS;
+  cl_command_queue q = cl == fx.cl ? fx.queue : clCreateCommandQueue(cl, dev, 0, &err);
+  unsigned char *all = malloc(g->total);
+  if (!all || err != CL_SUCCESS ||
+      clEnqueueReadBuffer(q, g->parent, CL_TRUE, 0, g->total, all, 0, NULL, NULL) != CL_SUCCESS) {
+    CU_FAIL("guard check: could not read the buffer back");
+  } else {
+    for (size_t i = 0; i < g->total; i++) {
+      if (i >= g->lead && i < g->lead + g->bytes) continue;
+      if (all[i] != GUARD_BYTE) {
+        fprintf(stderr, "  guard: a kernel wrote byte %s %zu of a %zu-byte buffer (0x%02x)\n",
+                i < g->lead ? "before it, at" : "after it, at offset",
+                i < g->lead ? g->lead - i : i - g->lead - g->bytes, g->bytes, all[i]);
+        CU_FAIL("a write outside the buffer's bounds");
+        break;
+      }
+    }
+  }
+  free(all);
+  if (q != fx.queue && q) clReleaseCommandQueue(q);
+}
+
+void guards_check_all(void) {
+  for (const guarded *g = guards; g; g = g->next) guard_verify(g);
+}
+
+static cl_mem make_buf(size_t bytes, const void *host) { return buf_in(fx.cl, bytes, host); }
 
 cl_mem buf_from(const double *host, size_t n, clattn_dtype dt) {
   size_t es = clattn_dtype_size(dt);
@@ -198,7 +267,20 @@ void buf_read_i32(cl_mem m, size_t n, int32_t *host) {
 }
 
 void buf_release(cl_mem *m) {
-  if (*m) clReleaseMemObject(*m);
+  if (!*m) return;
+  for (guarded **pg = &guards; *pg; pg = &(*pg)->next) {
+    guarded *g = *pg;
+    if (g->sub != *m) continue;
+    clFinish(fx.queue);
+    guard_verify(g);
+    clReleaseMemObject(g->sub);
+    clReleaseMemObject(g->parent);
+    *pg = g->next;
+    free(g);
+    *m = NULL;
+    return;
+  }
+  clReleaseMemObject(*m);
   *m = NULL;
 }
 

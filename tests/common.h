@@ -39,6 +39,13 @@ int rng_int(int lo, int hi);              /* [lo, hi] */
 double rng_normal(void);
 
 /* ---------------------------------------------------------------- device buffers */
+/* Every buffer below is a sub-buffer of exactly the asked size between guard
+ * bytes of a larger one (ggml's sentinels): buf_release checks that nothing
+ * was written outside it, and fixture_cleanup checks those still held. */
+/* A guarded buffer of `bytes` on context cl, initialised from host (NULL: guard pattern). */
+cl_mem buf_in(cl_context cl, size_t bytes, const void *host);
+/* Checks the guards of every guarded buffer alive (fails the test on a change). */
+void guards_check_all(void);
 /* A buffer of n doubles' worth of `dt` elements, written from `host` (rounded to dt). */
 cl_mem buf_from(const double *host, size_t n, clattn_dtype dt);
 cl_mem buf_from_i32(const int32_t *host, size_t n);

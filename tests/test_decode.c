@@ -31,6 +31,25 @@ static double *rand_tensor(size_t n, clattn_dtype dt, double scale) {
   return x;
 }
 
+/* Elements of junk before each optional tensor's view. */
+#define OPT 3
+
+/* Keys sequence b holds (the rows past it are NaN in the cache). */
+static int seq_len(const dcase *c, int b) {
+  const int n = c->kv_len ? c->kv_len[b] : c->Nkv;
+  return n < 0 ? 0 : n > c->Nkv ? c->Nkv : n;
+}
+
+/* An i32 buffer of OPT values of `junk` (a plausible wrong value) then x[0..n). */
+static cl_mem i32_after_junk(const int32_t *x, size_t n, int32_t junk) {
+  int32_t *tmp = malloc(sizeof(int32_t) * (n + OPT));
+  for (int i = 0; i < OPT; i++) tmp[i] = junk;
+  memcpy(tmp + OPT, x, sizeof(int32_t) * n);
+  cl_mem m = buf_from_i32(tmp, n + OPT);
+  free(tmp);
+  return m;
+}
+
 static void run_case(const dcase *c) {
   char name[256];
   CASE_NAME(name, "decode B=%d Mq=%d Hq=%d Hkv=%d D=%d N=%d q=%s kv=%s o=%s split=%d%s%s%s%s%s page=%d%s",
@@ -103,6 +122,8 @@ static void run_case(const dcase *c) {
   for (int which = 0; which < 2; which++) {
     const double *src = which ? v : k;
     clattn_tensor t;
+    /* Rows past a sequence's length (and pages no sequence uses) hold NaN:
+     * none of it may reach an output (xformers' rule). */
     if (c->page_size > 0) {
       const int ps = c->page_size;
       max_pages = (N + ps - 1) / ps;
@@ -125,9 +146,11 @@ static void run_case(const dcase *c) {
         free(perm);
         if (c->bad_entry && max_pages > 1) table[1] = c->bad_entry == 1 ? -1 : num_pages + 7;
       }
-      double *pages = calloc((size_t)num_pages * ps * Hkv * D, sizeof(double));
+      const size_t np = (size_t)num_pages * ps * Hkv * D;
+      double *pages = malloc(sizeof(double) * np);
+      for (size_t i = 0; i < np; i++) pages[i] = NAN;
       for (int b = 0; b < B; b++)
-        for (int j = 0; j < N; j++) {
+        for (int j = 0; j < seq_len(c, b); j++) {
           int page = table[b * max_pages + j / ps];
           if (page < 0 || page >= num_pages) continue;
           /* shared page: sequence 0's keys win; the reference uses the same values below */
@@ -140,9 +163,10 @@ static void run_case(const dcase *c) {
       t = clattn_tensor_4d(m, 0, c->kvdt, num_pages, ps, Hkv, D);
     } else if (c->bhsd) {
       size_t n = nkv + pad;
-      double *tmp = calloc(n, sizeof(double));
+      double *tmp = malloc(sizeof(double) * n);
+      for (size_t i = 0; i < n; i++) tmp[i] = NAN;
       for (int b = 0; b < B; b++)
-        for (int j = 0; j < N; j++)
+        for (int j = 0; j < seq_len(c, b); j++)
           for (int h = 0; h < Hkv; h++)
             memcpy(tmp + pad + (((size_t)b * Hkv + h) * N + j) * D,
                    src + (((size_t)b * N + j) * Hkv + h) * D, sizeof(double) * D);
@@ -153,8 +177,11 @@ static void run_case(const dcase *c) {
       t.stride[1] = D;
       t.stride[2] = (int64_t)N * D;
     } else {
-      double *tmp = calloc(nkv + pad, sizeof(double));
-      memcpy(tmp + pad, src, nkv * sizeof(double));
+      double *tmp = malloc(sizeof(double) * (nkv + pad));
+      for (size_t i = 0; i < nkv + pad; i++) tmp[i] = NAN;
+      for (int b = 0; b < B; b++)
+        memcpy(tmp + pad + (size_t)b * N * Hkv * D, src + (size_t)b * N * Hkv * D,
+               sizeof(double) * seq_len(c, b) * Hkv * D);
       cl_mem m = buf_from(tmp, nkv + pad, c->kvdt);
       free(tmp);
       t = clattn_tensor_4d(m, pad * clattn_dtype_size(c->kvdt), c->kvdt, B, N, Hkv, D);
@@ -174,9 +201,11 @@ static void run_case(const dcase *c) {
     ref_decode(&ra);
   }
   cl_mem table_m = NULL, kvlen_m = NULL, qs_m = NULL, bias_m = NULL, lse_m = NULL, flag_m = NULL;
+  /* Every optional tensor is a view OPT elements into its buffer, behind
+   * values that would break the result if the offset were ignored. */
   if (table) {
-    table_m = buf_from_i32(table, (size_t)B * max_pages);
-    p.maybe_block_table = clattn_tensor_2d(table_m, 0, CLATTN_I32, B, max_pages);
+    table_m = i32_after_junk(table, (size_t)B * max_pages, num_pages - 1);
+    p.maybe_block_table = clattn_tensor_2d(table_m, OPT * 4, CLATTN_I32, B, max_pages);
   }
   if (kv_len) {
     /* Past the table's capacity: the device clamps to it and raises the flag,
@@ -184,34 +213,39 @@ static void run_case(const dcase *c) {
     int32_t *dev_len = malloc(sizeof(int32_t) * B);
     memcpy(dev_len, kv_len, sizeof(int32_t) * B);
     if (c->len_over) dev_len[0] = max_pages * c->page_size + c->len_over;
-    kvlen_m = buf_from_i32(dev_len, B);
+    kvlen_m = i32_after_junk(dev_len, B, 1);
     free(dev_len);
-    p.maybe_kv_len = clattn_tensor_1d(kvlen_m, 0, CLATTN_I32, B);
+    p.maybe_kv_len = clattn_tensor_1d(kvlen_m, OPT * 4, CLATTN_I32, B);
   }
   if (varlen) {
-    qs_m = buf_from_i32(q_start, (size_t)B + 1);
-    p.maybe_q_start = clattn_tensor_1d(qs_m, 0, CLATTN_I32, B + 1);
+    qs_m = i32_after_junk(q_start, (size_t)B + 1, 0);
+    p.maybe_q_start = clattn_tensor_1d(qs_m, OPT * 4, CLATTN_I32, B + 1);
     p.batch = B;
     p.max_q_len = Mq;
   }
   if (bias) {
     /* the bias covers every key a sequence can hold: N, or the table's capacity */
     const int cap = c->page_size > 0 ? max_pages * c->page_size : N;
-    double *wide = calloc((size_t)B * Hq * Mq * cap, sizeof(double));
-    for (size_t row = 0; row < (size_t)B * Hq * Mq; row++)
-      memcpy(wide + row * cap, bias + row * N, sizeof(double) * N);
-    bias_m = buf_from(wide, (size_t)B * Hq * Mq * cap, CLATTN_F32);
+    const size_t nb = (size_t)B * Hq * Mq * cap;
+    double *wide = malloc(sizeof(double) * (nb + OPT)); /* NaN before it and past each length */
+    for (size_t i = 0; i < nb + OPT; i++) wide[i] = NAN;
+    for (size_t row = 0; row < (size_t)B * Hq * Mq; row++) {
+      const int b = (int)(row / ((size_t)Hq * Mq)), m = (int)(row % Mq);
+      if (!varlen || m < c->q_counts[b])
+        memcpy(wide + OPT + row * cap, bias + row * N, sizeof(double) * seq_len(c, b));
+    }
+    bias_m = buf_from(wide, nb + OPT, CLATTN_F32);
     free(wide);
-    p.maybe_bias = clattn_tensor_4d(bias_m, 0, CLATTN_F32, B, Hq, Mq, cap);
+    p.maybe_bias = clattn_tensor_4d(bias_m, OPT * 4, CLATTN_F32, B, Hq, Mq, cap);
   }
   const size_t nlse = varlen ? (size_t)Hq * total_q : (size_t)B * Hq * c->Mq;
   if (c->lse) {
-    lse_m = buf_poison(nlse * 4);
-    p.maybe_lse = varlen ? clattn_tensor_3d(lse_m, 0, CLATTN_F32, 1, Hq, total_q)
-                         : clattn_tensor_3d(lse_m, 0, CLATTN_F32, B, Hq, c->Mq);
+    lse_m = buf_poison((nlse + OPT) * 4);
+    p.maybe_lse = varlen ? clattn_tensor_3d(lse_m, OPT * 4, CLATTN_F32, 1, Hq, total_q)
+                         : clattn_tensor_3d(lse_m, OPT * 4, CLATTN_F32, B, Hq, c->Mq);
   }
-  flag_m = buf_zeros(4);
-  p.maybe_error_flag = clattn_tensor_1d(flag_m, 0, CLATTN_I32, 1);
+  flag_m = buf_zeros((OPT + 2) * 4); /* the flag between zeros that must stay zeros */
+  p.maybe_error_flag = clattn_tensor_1d(flag_m, OPT * 4, CLATTN_I32, 1);
   cl_mem o_m = buf_poison((nq + pad) * clattn_dtype_size(c->odt));
   p.o = p.q;
   p.o.buf = o_m;
@@ -233,14 +267,16 @@ static void run_case(const dcase *c) {
   double err = check_close(name, o, o_ref, nq, tol, tol);
   if (c->lse) {
     double *lse = malloc(sizeof(double) * nlse);
-    buf_read(lse_m, 0, nlse, CLATTN_F32, lse);
+    buf_read(lse_m, OPT, nlse, CLATTN_F32, lse);
     /* lse is stored in f32: f32 rounding of the scores and of the log */
     check_close(name, lse, lse_ref, nlse, 2e-4, 2e-5);
     free(lse);
   }
-  int32_t flag = -1;
-  buf_read_i32(flag_m, 1, &flag);
-  CU_ASSERT_EQUAL(flag, (c->bad_entry || c->len_over) ? 1 : 0);
+  int32_t flags[OPT + 2];
+  buf_read_i32(flag_m, OPT + 2, flags);
+  CU_ASSERT_EQUAL(flags[OPT], (c->bad_entry || c->len_over) ? 1 : 0);
+  for (int i = 0; i < OPT + 2; i++)
+    if (i != OPT) CU_ASSERT_EQUAL(flags[i], 0);
   if (getenv("CLATTN_TEST_VERBOSE")) fprintf(stderr, "  %s: max err %.3g\n", name, err);
 
   buf_release(&o_m);
