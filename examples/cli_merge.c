@@ -32,7 +32,7 @@
 typedef struct opts {
   int n, batch, m, heads, kv_heads, head_dim, ctx, repeat, warmup, seed;
   const char *dtype, *out_dtype, *kv_dtype, *partial_dtype, *device, *split_devices;
-  bool stacked, no_lse, backward, no_check, no_flush, separate_contexts, json;
+  bool stacked, no_lse, lse, backward, no_check, no_flush, separate_contexts, json;
 } opts;
 
 /* f32 accumulation, then the output dtype's rounding (a few ulps). */
@@ -686,6 +686,7 @@ int cli_run_merge(int argc, char **argv) {
       {"partial-dtype", FLAG_STR, &o.partial_dtype, "split decode: the shards' partial o dtype"},
       {"stacked", FLAG_BOOL, &o.stacked, "parts stacked in one buffer (one launch for any n)"},
       {"no-lse", FLAG_BOOL, &o.no_lse, "do not write the merged lse"},
+      {"lse", FLAG_BOOL, &o.lse, "write the merged lse (the default; `run decode` spelling)"},
       {"backward", FLAG_BOOL, &o.backward, "also check and time clattn_merge_backward"},
       {"split-devices", FLAG_STR, &o.split_devices,
        "comma-separated devices (index or name) for a split decode, e.g. 0,1 or 0,0"},
