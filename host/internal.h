@@ -122,7 +122,7 @@ struct clattn_context {
   clattn_tuning tuning;
   clattn_context_options opts;
   char cache_dir[1024]; /* "" = no disk cache */
-  struct clattn_program_cache *programs;
+  struct clattn_program_cache *programs; /* created with the context */
   bool owns_cl; /* created by clattn_context_create_default */
   cl_mem scratch; /* 4 KiB the kernels may write when the caller passes no error flag */
 };
@@ -162,10 +162,20 @@ clattn_status clattn_source_load(const char *name, char **out);
 
 /* Builds (or fetches from the in-memory and on-disk caches) the program of
  * source `file` with `options` (-D ...; the feature options are appended),
- * and creates kernel `kernel_name` from it. The caller releases the kernel. */
+ * and creates kernel `kernel_name` from it. The caller releases the kernel.
+ * Thread-safe: one build per variant and context (other callers of that
+ * variant wait for it), different variants build in parallel. */
 clattn_status clattn_kernel_get(clattn_context *ctx, const char *file, const char *options,
                                 const char *kernel_name, cl_kernel *out);
+/* The context's program cache, created with it and freed by its release. */
+clattn_status clattn_program_cache_create(struct clattn_program_cache **out);
 void clattn_program_cache_free(struct clattn_program_cache *c);
+/* Test hook: writes a disk-cache entry with a valid header for the variant
+ * clattn_kernel_get(ctx, file, options, ...) looks up, holding `payload` as
+ * its binary (a forged entry); `path` receives the entry's file name. */
+clattn_status clattn_program_cache_store(clattn_context *ctx, const char *file, const char *options,
+                                         const void *payload, size_t size, char *path,
+                                         size_t path_size);
 
 /* Kernel arguments in order, without hand-numbering; the first failure is kept. */
 typedef struct clattn_args {
