@@ -137,6 +137,7 @@ void clattn_context_release(clattn_context **ctx) {
   if (!ctx || !*ctx) return;
   clattn_context *c = *ctx;
   clattn_program_cache_free(c->programs);
+  clattn_baseline_context_release(c); /* CLBlast's hold on c->cl, if it ran here */
   clReleaseMemObject(c->scratch);
   clReleaseDevice(c->device);
   clReleaseContext(c->cl);

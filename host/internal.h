@@ -9,6 +9,7 @@
 #include "clattn.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #if defined(__GNUC__)
@@ -123,6 +124,7 @@ struct clattn_context {
   clattn_context_options opts;
   char cache_dir[1024]; /* "" = no disk cache */
   struct clattn_program_cache *programs; /* created with the context */
+  atomic_bool ran_clblast; /* clattn_reference_decode ran here (see clattn_baseline_context_release) */
   bool owns_cl; /* created by clattn_context_create_default */
   cl_mem scratch; /* 4 KiB the kernels may write when the caller passes no error flag */
 };
@@ -336,5 +338,13 @@ clattn_status clattn_rr_rotary_init(clattn_rr_problem *p, const clattn_tensor *q
 /* Floats per staged K/V slab of the CLBlast reference (default 2^28); tests
  * lower it to exercise the rounds over sequences. */
 extern int64_t clattn_baseline_stage_limit;
+
+/* Release hook (clattn_context_release, before the cl_context is released):
+ * CLBlast keeps every cl_context it ran on in its process-wide program cache,
+ * so a context that ran clattn_reference_decode clears that cache
+ * (CLBlastClearCache, CLBlast's only way to let go of a context): other
+ * CLBlast users in the process then recompile their kernels on their next
+ * call. No-op for contexts that never ran it, and without CLBlast. */
+void clattn_baseline_context_release(clattn_context *ctx);
 
 #endif /* CLATTN_INTERNAL_H */
