@@ -67,6 +67,8 @@ clattn_status clattn_context_create(cl_context cl_ctx, cl_device_id device,
   clattn_context *c = calloc(1, sizeof *c);
   if (!c) return clattn_fail(CLATTN_OUT_OF_MEMORY, "context");
   clattn_status s = clattn_device_profile_query(device, &c->profile);
+  /* created here, not on first use: no process-wide lock guards its creation */
+  if (s == CLATTN_SUCCESS) s = clattn_program_cache_create(&c->programs);
   if (s != CLATTN_SUCCESS) {
     free(c);
     return s;
@@ -97,6 +99,7 @@ clattn_status clattn_context_create(cl_context cl_ctx, cl_device_id device,
 
   c->scratch = clCreateBuffer(cl_ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
   if (err != CL_SUCCESS) {
+    clattn_program_cache_free(c->programs);
     free(c);
     return clattn_fail_cl(err, "clCreateBuffer", "context scratch");
   }
@@ -134,6 +137,7 @@ void clattn_context_release(clattn_context **ctx) {
   if (!ctx || !*ctx) return;
   clattn_context *c = *ctx;
   clattn_program_cache_free(c->programs);
+  clattn_baseline_context_release(c); /* CLBlast's hold on c->cl, if it ran here */
   clReleaseMemObject(c->scratch);
   clReleaseDevice(c->device);
   clReleaseContext(c->cl);

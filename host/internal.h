@@ -9,6 +9,7 @@
 #include "clattn.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #if defined(__GNUC__)
@@ -178,7 +179,8 @@ struct clattn_context {
   clattn_tuning tuning;
   clattn_context_options opts;
   char cache_dir[1024]; /* "" = no disk cache */
-  struct clattn_program_cache *programs;
+  struct clattn_program_cache *programs; /* created with the context */
+  atomic_bool ran_clblast; /* clattn_reference_decode ran here (see clattn_baseline_context_release) */
   bool owns_cl; /* created by clattn_context_create_default */
   cl_mem scratch; /* 4 KiB the kernels may write when the caller passes no error flag */
 };
@@ -218,10 +220,20 @@ clattn_status clattn_source_load(const char *name, char **out);
 
 /* Builds (or fetches from the in-memory and on-disk caches) the program of
  * source `file` with `options` (-D ...; the feature options are appended),
- * and creates kernel `kernel_name` from it. The caller releases the kernel. */
+ * and creates kernel `kernel_name` from it. The caller releases the kernel.
+ * Thread-safe: one build per variant and context (other callers of that
+ * variant wait for it), different variants build in parallel. */
 clattn_status clattn_kernel_get(clattn_context *ctx, const char *file, const char *options,
                                 const char *kernel_name, cl_kernel *out);
+/* The context's program cache, created with it and freed by its release. */
+clattn_status clattn_program_cache_create(struct clattn_program_cache **out);
 void clattn_program_cache_free(struct clattn_program_cache *c);
+/* Test hook: writes a disk-cache entry with a valid header for the variant
+ * clattn_kernel_get(ctx, file, options, ...) looks up, holding `payload` as
+ * its binary (a forged entry); `path` receives the entry's file name. */
+clattn_status clattn_program_cache_store(clattn_context *ctx, const char *file, const char *options,
+                                         const void *payload, size_t size, char *path,
+                                         size_t path_size);
 
 /* Kernel arguments in order, without hand-numbering; the first failure is kept. */
 typedef struct clattn_args {
@@ -396,5 +408,13 @@ clattn_status clattn_rr_rotary_init(const clattn_context *ctx, clattn_rr_problem
 /* Floats per staged K/V slab of the CLBlast reference (default 2^28); tests
  * lower it to exercise the rounds over sequences. */
 extern int64_t clattn_baseline_stage_limit;
+
+/* Release hook (clattn_context_release, before the cl_context is released):
+ * CLBlast keeps every cl_context it ran on in its process-wide program cache,
+ * so a context that ran clattn_reference_decode clears that cache
+ * (CLBlastClearCache, CLBlast's only way to let go of a context): other
+ * CLBlast users in the process then recompile their kernels on their next
+ * call. No-op for contexts that never ran it, and without CLBlast. */
+void clattn_baseline_context_release(clattn_context *ctx);
 
 #endif /* CLATTN_INTERNAL_H */

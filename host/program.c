@@ -1,66 +1,115 @@
 /* Kernel programs: source loading (embedded or $CLATTN_KERNEL_DIR), the
- * per-context in-memory cache, the on-disk binary cache, kernel arguments
- * and checked launches. */
+ * per-context in-memory cache (one in-flight entry per variant, so builds of
+ * different variants run in parallel), the on-disk binary cache (entries
+ * that carry and check their own key, size and checksum, rebuilt when bad),
+ * kernel arguments and checked launches. */
 #include "internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
-/* Bump when the cache key or file format changes. */
-#define CACHE_FORMAT "clattn-binary-v1"
+/* ------------------------------------------------------------------ files */
 
-typedef struct entry {
-  char *key; /* file + '\n' + options */
-  cl_program program;
-  struct entry *next;
-} entry;
+typedef enum read_result {
+  READ_OK,
+  READ_MISSING,   /* nothing at the path */
+  READ_DIRECTORY, /* a directory: it cannot be replaced by a file */
+  READ_BAD,       /* anything else that is not a readable regular file of at most cap bytes */
+} read_result;
 
-struct clattn_program_cache {
-  pthread_mutex_t lock;
-  entry *head;
-};
-
-void clattn_program_cache_free(struct clattn_program_cache *c) {
-  if (!c) return;
-  for (entry *e = c->head, *n; e; e = n) {
-    n = e->next;
-    clReleaseProgram(e->program);
-    free(e->key);
-    free(e);
+/* Reads a regular file whole, NUL-terminated (caller frees *out). Opened
+ * without blocking, so a FIFO in its place returns at once, and checked with
+ * fstat before a byte is allocated: a directory, FIFO, socket or device, or
+ * a file larger than `cap`, is refused. `why` says what was wrong. */
+static read_result read_regular(const char *path, size_t cap, char **out, size_t *size, char *why,
+                                size_t why_size) {
+  *out = NULL;
+  *size = 0;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    const int e = errno;
+    snprintf(why, why_size, "cannot be opened (errno %d)", e);
+    /* ENOTDIR: the cache folder is missing (a file in its place) */
+    return e == ENOENT || e == ENOTDIR ? READ_MISSING : e == EISDIR ? READ_DIRECTORY : READ_BAD;
   }
-  pthread_mutex_destroy(&c->lock);
-  free(c);
+  struct stat st;
+  read_result r = READ_OK;
+  if (fstat(fd, &st) != 0) {
+    snprintf(why, why_size, "cannot be examined (errno %d)", errno);
+    r = READ_BAD;
+  } else if (S_ISDIR(st.st_mode)) {
+    snprintf(why, why_size, "is a directory");
+    r = READ_DIRECTORY;
+  } else if (!S_ISREG(st.st_mode)) {
+    snprintf(why, why_size, "is not a regular file");
+    r = READ_BAD;
+  } else if (st.st_size < 0 || (uint64_t)st.st_size > cap) {
+    snprintf(why, why_size, "holds %lld bytes, more than the %zu read back", (long long)st.st_size,
+             cap);
+    r = READ_BAD;
+  }
+  char *buf = NULL;
+  const size_t n = r == READ_OK ? (size_t)st.st_size : 0;
+  if (r == READ_OK && !(buf = malloc(n + 1))) {
+    snprintf(why, why_size, "does not fit in memory (%zu bytes)", n);
+    r = READ_BAD;
+  }
+  size_t got = 0;
+  while (r == READ_OK && got < n) {
+    ssize_t k = read(fd, buf + got, n - got);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      snprintf(why, why_size, "could not be read whole (%zu of %zu bytes)", got, n);
+      r = READ_BAD;
+      break;
+    }
+    got += (size_t)k;
+  }
+  close(fd);
+  if (r != READ_OK) {
+    free(buf);
+    return r;
+  }
+  buf[n] = '\0';
+  *out = buf;
+  *size = n;
+  return READ_OK;
+}
+
+static bool write_all(int fd, const unsigned char *p, size_t n) {
+  while (n > 0) {
+    ssize_t k = write(fd, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    p += k;
+    n -= (size_t)k;
+  }
+  return true;
 }
 
 /* ------------------------------------------------------------------ sources */
 
-static char *read_file(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  if (buf) {
-    buf[n] = '\0';
-    if (size) *size = (size_t)n;
-  }
-  return buf;
-}
+/* Kernel sources from $CLATTN_KERNEL_DIR stay far below this. */
+#define SOURCE_MAX_BYTES ((size_t)16 << 20)
 
 static char *raw_source(const char *name) {
   const char *dir = getenv("CLATTN_KERNEL_DIR");
   if (dir && *dir) {
-    char path[2048];
+    char path[2048], why[128];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    return read_file(path, NULL);
+    char *text = NULL;
+    size_t n = 0;
+    read_regular(path, SOURCE_MAX_BYTES, &text, &n, why, sizeof why);
+    return text;
   }
   for (size_t i = 0; i < clattn_num_sources; i++) {
     if (strcmp(clattn_sources[i].name, name) == 0) {
@@ -138,6 +187,24 @@ clattn_status clattn_source_load(const char *name, char **out) {
 
 /* ------------------------------------------------------------------ disk cache */
 
+/* An entry file: a 32-byte header, the key text the entry was stored under,
+ * then the driver's binary (the payload). Header, little-endian:
+ *    0  magic "CLATTNPC"        8  u32 format version    12  u32 key bytes
+ *   16  u64 payload bytes      24  u64 FNV-1a 64 of the payload
+ * A file is handed to the driver only when all of these match what this
+ * build expects: another variant's or kernel's entry (a hash collision, a
+ * copied file), a truncated or overwritten one, or one of an older format is
+ * rebuilt from source and replaced. Bump CACHE_VERSION when the key text or
+ * this layout changes (v1 was the bare binary). */
+#define CACHE_VERSION 2u
+#define CACHE_HEADER 32
+/* The largest entry read back or written. Program binaries are a few MB at
+ * most (PoCL's bitcode, NVIDIA's PTX); a file far above that is not ours. */
+#define CACHE_MAX_BYTES ((size_t)256 << 20)
+static const unsigned char cache_magic[8] = {'C', 'L', 'A', 'T', 'T', 'N', 'P', 'C'};
+
+#define FNV_INIT 1469598103934665603ull
+
 static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
   const unsigned char *p = data;
   for (size_t i = 0; i < n; i++) {
@@ -147,54 +214,172 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
   return h;
 }
 
-static void cache_path(const clattn_context *ctx, const char *src, const char *options, char *path,
-                       size_t size) {
+static void put_le(unsigned char *p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_le(const unsigned char *p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
+/* The text an entry is stored under and checked against: everything that
+ * decides the binary (the expanded source by its hash). NULL: out of memory. */
+static char *cache_key_text(const clattn_context *ctx, const char *file, const char *src,
+                            const char *options) {
   const clattn_device_profile *p = &ctx->profile;
-  const char *parts[] = {CACHE_FORMAT, p->platform, p->name, p->vendor, p->driver_version, src, options};
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) h = fnv1a(h, parts[i], strlen(parts[i]) + 1);
-  snprintf(path, size, "%s/%016llx.bin", ctx->cache_dir, (unsigned long long)h);
+  const unsigned long long hs = (unsigned long long)fnv1a(FNV_INIT, src, strlen(src));
+  static const char fmt[] = "clattn program cache v%u\nkernel file: %s\nplatform: %s\ndevice: %s\n"
+                            "vendor: %s\ndriver: %s\noptions: %s\nsource fnv1a-64: %016llx\n";
+  int n = snprintf(NULL, 0, fmt, CACHE_VERSION, file, p->platform, p->name, p->vendor,
+                   p->driver_version, options, hs);
+  char *key = n > 0 ? malloc((size_t)n + 1) : NULL;
+  if (key)
+    snprintf(key, (size_t)n + 1, fmt, CACHE_VERSION, file, p->platform, p->name, p->vendor,
+             p->driver_version, options, hs);
+  return key;
 }
 
-static cl_program load_binary(clattn_context *ctx, const char *path, const char *options) {
+/* The entry's file: named by a hash of its key text. */
+static void cache_path(const clattn_context *ctx, const char *key, char *path, size_t size) {
+  snprintf(path, size, "%s/%016llx.bin", ctx->cache_dir,
+           (unsigned long long)fnv1a(FNV_INIT, key, strlen(key)));
+}
+
+typedef enum load_result {
+  LOAD_HIT,
+  LOAD_MISS,     /* no entry: store one */
+  LOAD_BAD,      /* an entry that fails a check or that the driver cannot use: replace it */
+  LOAD_KEEP_OUT, /* a directory in the entry's place: build, but store nothing */
+} load_result;
+
+/* Loads the entry at `path` for `key`: read whole, its header checked, then
+ * built by the driver and asked for `kernel_name`, so a binary of another
+ * kernel counts as bad instead of failing every run. `why` says what was
+ * wrong. */
+static load_result load_entry(clattn_context *ctx, const char *path, const char *key,
+                              const char *options, const char *kernel_name, cl_program *out,
+                              char *why, size_t why_size) {
+  *out = NULL;
+  char *file = NULL;
   size_t n = 0;
-  char *bin = read_file(path, &n);
-  if (!bin) return NULL;
-  const unsigned char *b = (const unsigned char *)bin;
+  switch (read_regular(path, CACHE_MAX_BYTES, &file, &n, why, why_size)) {
+  case READ_OK: break;
+  case READ_MISSING: return LOAD_MISS;
+  case READ_DIRECTORY: return LOAD_KEEP_OUT;
+  case READ_BAD: return LOAD_BAD;
+  }
+  const unsigned char *b = (const unsigned char *)file;
+  const size_t klen = strlen(key);
+  const char *bad = NULL;
+  if (n < CACHE_HEADER || memcmp(b, cache_magic, sizeof cache_magic) != 0)
+    bad = "has no clattn cache header";
+  else if (get_le(b + 8, 4) != CACHE_VERSION)
+    bad = "is of another cache format version";
+  else if (get_le(b + 12, 4) != klen || n - CACHE_HEADER < klen ||
+           memcmp(b + CACHE_HEADER, key, klen) != 0)
+    bad = "was stored under another key (another variant, kernel, device or driver)";
+  else if (get_le(b + 16, 8) != n - CACHE_HEADER - klen)
+    bad = "does not hold the payload size its header gives (truncated or overwritten)";
+  else if (n == CACHE_HEADER + klen)
+    bad = "holds an empty binary";
+  else if (get_le(b + 24, 8) != fnv1a(FNV_INIT, b + CACHE_HEADER + klen, n - CACHE_HEADER - klen))
+    bad = "fails its checksum";
+  if (bad) {
+    snprintf(why, why_size, "%s", bad);
+    free(file);
+    return LOAD_BAD;
+  }
+  const unsigned char *bin = b + CACHE_HEADER + klen;
+  const size_t bin_size = n - CACHE_HEADER - klen;
   cl_int st = CL_SUCCESS, err = CL_SUCCESS;
-  cl_program prog = clCreateProgramWithBinary(ctx->cl, 1, &ctx->device, &n, &b, &st, &err);
-  free(bin);
-  if (err != CL_SUCCESS || st != CL_SUCCESS) {
+  cl_program prog = clCreateProgramWithBinary(ctx->cl, 1, &ctx->device, &bin_size, &bin, &st, &err);
+  free(file);
+  if (err == CL_SUCCESS && st != CL_SUCCESS) err = st;
+  const char *step = "clCreateProgramWithBinary";
+  if (err == CL_SUCCESS) {
+    step = "clBuildProgram";
+    err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
+  }
+  if (err == CL_SUCCESS) {
+    step = "clCreateKernel";
+    cl_kernel k = clCreateKernel(prog, kernel_name, &err);
+    if (k) clReleaseKernel(k);
+  }
+  if (err != CL_SUCCESS) {
+    snprintf(why, why_size, "was refused by the driver: %s(%s) gave %s", step,
+             strcmp(step, "clCreateKernel") == 0 ? kernel_name : "binary", clattn_cl_error_name(err));
     if (prog) clReleaseProgram(prog);
-    return NULL;
+    return LOAD_BAD;
   }
-  if (clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL) != CL_SUCCESS) {
-    clReleaseProgram(prog);
-    return NULL;
-  }
-  return prog;
+  *out = prog;
+  return LOAD_HIT;
 }
 
-static void save_binary(clattn_context *ctx, cl_program prog, const char *path) {
+/* Temporary file names of this process (with its pid): unique across threads. */
+static atomic_uint tmp_serial;
+
+/* Writes the entry for `key` holding `payload`: to a temporary file, then
+ * renamed over `path`, so a reader sees the old entry or the new one, never
+ * part of one (a crash can leave a truncated file; its size check catches
+ * that, so no fsync is needed). A directory at `path` makes the rename fail:
+ * nothing is stored. Best effort: false when nothing was written. */
+static bool store_entry(const clattn_context *ctx, const char *path, const char *key,
+                        const unsigned char *payload, size_t size) {
+  const size_t klen = strlen(key);
+  if (size == 0 || size > CACHE_MAX_BYTES - CACHE_HEADER - klen || klen > UINT32_MAX) return false;
+  const size_t total = CACHE_HEADER + klen + size;
+  unsigned char *buf = malloc(total);
+  if (!buf) return false;
+  memcpy(buf, cache_magic, sizeof cache_magic);
+  put_le(buf + 8, CACHE_VERSION, 4);
+  put_le(buf + 12, klen, 4);
+  put_le(buf + 16, size, 8);
+  put_le(buf + 24, fnv1a(FNV_INIT, payload, size), 8);
+  memcpy(buf + CACHE_HEADER, key, klen);
+  memcpy(buf + CACHE_HEADER + klen, payload, size);
+  char tmp[1200];
+  int fd = -1;
+  for (int attempt = 0; attempt < 4 && fd < 0; attempt++) {
+    snprintf(tmp, sizeof tmp, "%s.%ld-%u.tmp", path, (long)getpid(),
+             atomic_fetch_add(&tmp_serial, 1u));
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  bool ok = fd >= 0;
+  if (ok) {
+    ok = write_all(fd, buf, total);
+    ok &= close(fd) == 0;
+    if (ok && rename(tmp, path) != 0) ok = false;
+    if (!ok) unlink(tmp);
+  }
+  free(buf);
+  if (!ok) clattn_log(ctx, CLATTN_LOG_DEBUG, "clattn: could not store the cache entry %s", path);
+  return ok;
+}
+
+/* Stores the program's binary (built for the context's one device). */
+static void save_program(const clattn_context *ctx, cl_program prog, const char *path,
+                         const char *key) {
   size_t n = 0;
-  if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) != CL_SUCCESS || !n) return;
+  if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) != CL_SUCCESS || !n ||
+      n > CACHE_MAX_BYTES)
+    return;
   unsigned char *bin = malloc(n);
   if (!bin) return;
-  if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS) {
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.%p.tmp", path, (void *)prog);
-    FILE *f = fopen(tmp, "wb");
-    if (f) {
-      bool ok = fwrite(bin, 1, n, f) == n;
-      ok &= fclose(f) == 0;
-      if (!ok || rename(tmp, path) != 0) remove(tmp);
-    }
-  }
-  (void)ctx;
+  if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS)
+    store_entry(ctx, path, key, bin, n);
   free(bin);
 }
 
 /* ------------------------------------------------------------------ build */
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
 
 /* The program's build log for the context's device (caller frees; NULL if out of memory). */
 static char *build_log(const clattn_context *ctx, cl_program prog) {
@@ -209,26 +394,67 @@ static char *build_log(const clattn_context *ctx, cl_program prog) {
   return log;
 }
 
+/* The full options of a variant: the language version, the family's
+ * options, the device's feature macros and CLATTN_BUILD_OPTIONS. */
+static clattn_status full_options(const clattn_context *ctx, const char *file, const char *options,
+                                  char *buf, size_t size) {
+  char feat[256];
+  clattn_feature_options(ctx, feat, sizeof feat);
+  /* CLATTN_BUILD_OPTIONS: extra compiler options for developers (e.g. -cl-nv-verbose) */
+  const char *extra = getenv("CLATTN_BUILD_OPTIONS");
+  int n = snprintf(buf, size, "-cl-std=CL1.2 %s%s%s%s", options, feat, extra ? " " : "",
+                   extra ? extra : "");
+  if (n < 0 || (size_t)n >= size)
+    return clattn_fail(CLATTN_INVALID_ARGUMENT, "%s: build options too long", file);
+  return CLATTN_SUCCESS;
+}
+
+/* Builds the program of `file` with the full `options`: from the disk cache
+ * when its entry is good, else from source (storing the entry). Runs with
+ * no lock held; the "building" and "built" debug messages bracket it. */
 static clattn_status build(clattn_context *ctx, const char *file, const char *options,
-                           cl_program *out) {
+                           const char *kernel_name, cl_program *out) {
   char *src = NULL;
   CLATTN_TRY(clattn_source_load(file, &src));
+  clattn_log(ctx, CLATTN_LOG_DEBUG, "clattn: building %s [%s]", file, options);
+  const double t0 = now_ms();
   char path[1200] = "";
-  if (ctx->cache_dir[0]) {
-    cache_path(ctx, src, options, path, sizeof path);
-    cl_program p = load_binary(ctx, path, options);
-    if (p) {
+  char *key = NULL;
+  bool store = false;
+  if (ctx->cache_dir[0] && (key = cache_key_text(ctx, file, src, options)) != NULL) {
+    cache_path(ctx, key, path, sizeof path);
+    char why[256] = "";
+    cl_program p = NULL;
+    switch (load_entry(ctx, path, key, options, kernel_name, &p, why, sizeof why)) {
+    case LOAD_HIT:
+      clattn_log(ctx, CLATTN_LOG_DEBUG, "clattn: built %s [%s] from disk cache in %.1f ms", file,
+                 options, now_ms() - t0);
+      free(key);
       free(src);
-      clattn_log(ctx, CLATTN_LOG_DEBUG, "clattn: %s [%s] from disk cache", file, options);
       *out = p;
       return CLATTN_SUCCESS;
+    case LOAD_MISS: store = true; break;
+    case LOAD_BAD:
+      clattn_log(ctx, CLATTN_LOG_INFO,
+                 "clattn: the cache entry %s (%s [%s]) %s: rebuilding and replacing it", path,
+                 file, options, why);
+      store = true;
+      break;
+    case LOAD_KEEP_OUT:
+      clattn_log(ctx, CLATTN_LOG_INFO,
+                 "clattn: the cache entry %s (%s [%s]) %s: building without caching", path, file,
+                 options, why);
+      break;
     }
   }
   cl_int err = CL_SUCCESS;
   const char *text = src;
   cl_program prog = clCreateProgramWithSource(ctx->cl, 1, &text, NULL, &err);
   free(src);
-  if (err != CL_SUCCESS) return clattn_fail_cl(err, "clCreateProgramWithSource", file);
+  if (err != CL_SUCCESS) {
+    free(key);
+    return clattn_fail_cl(err, "clCreateProgramWithSource", file);
+  }
   err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
   if (err != CL_SUCCESS) {
     char *log = build_log(ctx, prog);
@@ -236,76 +462,168 @@ static clattn_status build(clattn_context *ctx, const char *file, const char *op
                                   file, options, clattn_cl_error_name(err), (int)err,
                                   log ? log : "(no log)");
     free(log);
+    free(key);
     clReleaseProgram(prog);
     return s;
   }
+  if (store) save_program(ctx, prog, path, key);
+  free(key);
   if (ctx->opts.log && ctx->opts.log_level >= CLATTN_LOG_DEBUG) {
     /* compiler remarks (NVIDIA: registers and spills with -cl-nv-verbose) */
     char *log = build_log(ctx, prog);
-    if (log) clattn_log(ctx, CLATTN_LOG_DEBUG, "clattn: built %s [%s]\n%s", file, options, log);
+    clattn_log(ctx, CLATTN_LOG_DEBUG, "clattn: built %s [%s] from source in %.1f ms\n%s", file,
+               options, now_ms() - t0, log ? log : "");
     free(log);
   }
-  if (path[0]) save_binary(ctx, prog, path);
   *out = prog;
   return CLATTN_SUCCESS;
 }
 
-static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+clattn_status clattn_program_cache_store(clattn_context *ctx, const char *file, const char *options,
+                                         const void *payload, size_t size, char *path,
+                                         size_t path_size) {
+  if (!ctx || !ctx->cache_dir[0])
+    return clattn_fail(CLATTN_INVALID_ARGUMENT, "ctx has no disk cache");
+  char opts[4096];
+  CLATTN_TRY(full_options(ctx, file, options, opts, sizeof opts));
+  char *src = NULL;
+  CLATTN_TRY(clattn_source_load(file, &src));
+  char *key = cache_key_text(ctx, file, src, opts);
+  free(src);
+  if (!key) return clattn_fail(CLATTN_OUT_OF_MEMORY, "cache key");
+  cache_path(ctx, key, path, path_size);
+  const bool ok = store_entry(ctx, path, key, payload, size);
+  free(key);
+  return ok ? CLATTN_SUCCESS : clattn_fail(CLATTN_OPENCL_ERROR, "could not write %s", path);
+}
+
+/* ------------------------------------------------------------------ in-memory cache */
+
+/* One variant's program. A thread that finds no entry inserts one in state
+ * BUILDING and builds with the lock released; threads asking for the same
+ * key wait on its condition variable, threads asking for other keys build
+ * theirs meanwhile. A failed build is unlinked (a later call tries again)
+ * and its waiters report the builder's status and message. */
+typedef enum entry_state { ENTRY_BUILDING, ENTRY_READY, ENTRY_FAILED } entry_state;
+
+typedef struct entry {
+  char *key; /* file + '\n' + full options */
+  entry_state state;
+  cl_program program;  /* READY */
+  clattn_status status; /* FAILED: the builder's status and message */
+  char *message;
+  int waiters; /* threads in cond_wait; the last one out frees a FAILED entry */
+  pthread_cond_t done;
+  struct entry *next;
+} entry;
+
+struct clattn_program_cache {
+  pthread_mutex_t lock;
+  entry *head;
+};
+
+clattn_status clattn_program_cache_create(struct clattn_program_cache **out) {
+  *out = calloc(1, sizeof **out);
+  if (!*out) return clattn_fail(CLATTN_OUT_OF_MEMORY, "program cache");
+  if (pthread_mutex_init(&(*out)->lock, NULL) != 0) {
+    free(*out);
+    *out = NULL;
+    return clattn_fail(CLATTN_OUT_OF_MEMORY, "program cache lock");
+  }
+  return CLATTN_SUCCESS;
+}
+
+static void entry_free(entry *e) {
+  if (e->program) clReleaseProgram(e->program);
+  pthread_cond_destroy(&e->done);
+  free(e->message);
+  free(e->key);
+  free(e);
+}
+
+/* Called when no call on the context is in flight (clattn_context_release). */
+void clattn_program_cache_free(struct clattn_program_cache *c) {
+  if (!c) return;
+  for (entry *e = c->head, *n; e; e = n) {
+    n = e->next;
+    entry_free(e);
+  }
+  pthread_mutex_destroy(&c->lock);
+  free(c);
+}
+
+/* Builds (or waits for another thread's build of) the program for `key`.
+ * The program stays owned by the cache. */
+static clattn_status cached_program(clattn_context *ctx, const char *file, const char *opts,
+                                    const char *kernel_name, char *key, cl_program *out) {
+  struct clattn_program_cache *c = ctx->programs;
+  pthread_mutex_lock(&c->lock);
+  entry *e = c->head;
+  while (e && strcmp(e->key, key) != 0) e = e->next;
+  if (e) {
+    free(key);
+    while (e->state == ENTRY_BUILDING) {
+      e->waiters++;
+      pthread_cond_wait(&e->done, &c->lock);
+      e->waiters--;
+    }
+    if (e->state == ENTRY_READY) {
+      *out = e->program;
+      pthread_mutex_unlock(&c->lock);
+      return CLATTN_SUCCESS;
+    }
+    clattn_status s = e->message ? clattn_fail(e->status, "%s", e->message)
+                                 : clattn_fail(e->status, "building %s failed (in another thread)", file);
+    if (e->waiters == 0) entry_free(e);
+    pthread_mutex_unlock(&c->lock);
+    return s;
+  }
+  e = calloc(1, sizeof *e);
+  if (!e || pthread_cond_init(&e->done, NULL) != 0) {
+    pthread_mutex_unlock(&c->lock);
+    free(e);
+    free(key);
+    return clattn_fail(CLATTN_OUT_OF_MEMORY, "program cache entry");
+  }
+  e->key = key;
+  e->state = ENTRY_BUILDING;
+  e->next = c->head;
+  c->head = e;
+  pthread_mutex_unlock(&c->lock);
+
+  cl_program prog = NULL;
+  clattn_status s = build(ctx, file, opts, kernel_name, &prog);
+
+  pthread_mutex_lock(&c->lock);
+  if (s == CLATTN_SUCCESS) {
+    e->program = prog;
+    e->state = ENTRY_READY;
+    *out = prog;
+  } else {
+    entry **pp = &c->head;
+    while (*pp != e) pp = &(*pp)->next;
+    *pp = e->next;
+    e->state = ENTRY_FAILED;
+    e->status = s;
+    e->message = strdup(clattn_last_error());
+  }
+  pthread_cond_broadcast(&e->done);
+  if (s != CLATTN_SUCCESS && e->waiters == 0) entry_free(e);
+  pthread_mutex_unlock(&c->lock);
+  return s;
+}
 
 clattn_status clattn_kernel_get(clattn_context *ctx, const char *file, const char *options,
                                 const char *kernel_name, cl_kernel *out) {
-  pthread_mutex_lock(&init_lock);
-  if (!ctx->programs) {
-    ctx->programs = calloc(1, sizeof *ctx->programs);
-    if (ctx->programs) pthread_mutex_init(&ctx->programs->lock, NULL);
-  }
-  pthread_mutex_unlock(&init_lock);
-  if (!ctx->programs) return clattn_fail(CLATTN_OUT_OF_MEMORY, "program cache");
-
+  if (!ctx->programs) return clattn_fail(CLATTN_INVALID_ARGUMENT, "context has no program cache");
   char opts[4096];
-  char feat[256];
-  clattn_feature_options(ctx, feat, sizeof feat);
-  /* CLATTN_BUILD_OPTIONS: extra compiler options for developers (e.g. -cl-nv-verbose) */
-  const char *extra = getenv("CLATTN_BUILD_OPTIONS");
-  int n = snprintf(opts, sizeof opts, "-cl-std=CL1.2 %s%s%s%s", options, feat, extra ? " " : "",
-                   extra ? extra : "");
-  if (n < 0 || (size_t)n >= sizeof opts)
-    return clattn_fail(CLATTN_INVALID_ARGUMENT, "%s: build options too long", file);
+  CLATTN_TRY(full_options(ctx, file, options, opts, sizeof opts));
   size_t klen = strlen(file) + 1 + strlen(opts) + 1;
   char *key = malloc(klen);
   if (!key) return clattn_fail(CLATTN_OUT_OF_MEMORY, "program key");
   snprintf(key, klen, "%s\n%s", file, opts);
-
-  struct clattn_program_cache *c = ctx->programs;
-  /* Held across the build: two threads asking for one variant build it once. */
-  pthread_mutex_lock(&c->lock);
   cl_program prog = NULL;
-  for (entry *e = c->head; e; e = e->next) {
-    if (strcmp(e->key, key) == 0) {
-      prog = e->program;
-      break;
-    }
-  }
-  clattn_status s = CLATTN_SUCCESS;
-  if (!prog) {
-    s = build(ctx, file, opts, &prog);
-    if (s == CLATTN_SUCCESS) {
-      entry *e = malloc(sizeof *e);
-      if (!e) {
-        clReleaseProgram(prog);
-        s = clattn_fail(CLATTN_OUT_OF_MEMORY, "program cache entry");
-      } else {
-        e->key = key;
-        key = NULL;
-        e->program = prog;
-        e->next = c->head;
-        c->head = e;
-      }
-    }
-  }
-  pthread_mutex_unlock(&c->lock);
-  free(key);
-  if (s != CLATTN_SUCCESS) return s;
+  CLATTN_TRY(cached_program(ctx, file, opts, kernel_name, key, &prog));
   cl_int err = CL_SUCCESS;
   *out = clCreateKernel(prog, kernel_name, &err);
   if (err != CL_SUCCESS) return clattn_fail_cl(err, "clCreateKernel", kernel_name);

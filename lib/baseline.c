@@ -240,6 +240,7 @@ clattn_status clattn_reference_decode(clattn_context *ctx, cl_command_queue queu
     s = stage(ctx, queue, &p->q, 0, pl.B, pl.Mp, pl.varlen ? &p->maybe_q_start : NULL, pl.total_q,
               q32);
 
+  if (s == CLATTN_SUCCESS) atomic_store(&ctx->ran_clblast, true); /* CLBlast now knows ctx->cl */
   for (int b0 = 0; s == CLATTN_SUCCESS && b0 < pl.B && pl.Mp > 0; b0 += pl.chunk) {
     const int nb = pl.B - b0 < pl.chunk ? pl.B - b0 : pl.chunk;
     cl_mem kb = p->k.buf, vb = p->v.buf;
@@ -318,6 +319,14 @@ clattn_status clattn_reference_decode(clattn_context *ctx, cl_command_queue queu
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) clReleaseMemObject(bufs[i]);
   return s;
+}
+
+void clattn_baseline_context_release(clattn_context *ctx) {
+  /* CLBlast's program cache holds a reference to every cl_context it ran on
+   * (its programs retain it) until CLBlastClearCache, which drops all of it,
+   * for every context: the only way to let go of this one. Safe while other
+   * threads run CLBlast (its cache hands out shared copies under a lock). */
+  if (atomic_load(&ctx->ran_clblast)) CLBlastClearCache();
 }
 
 void clattn_baseline_variants(clattn_variant_fn fn, void *priv) {

@@ -11,6 +11,9 @@ clattn_status clattn_reference_decode(clattn_context *ctx, cl_command_queue queu
                      "(install libclblast-dev and reconfigure with -Dclblast=enabled)");
 }
 
+/* Without CLBlast nothing holds on to the context. */
+void clattn_baseline_context_release(clattn_context *ctx) { (void)ctx; }
+
 /* Its kernels are only used with CLBlast. */
 void clattn_baseline_variants(clattn_variant_fn fn, void *priv) { (void)fn, (void)priv; }
 
