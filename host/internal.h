@@ -203,6 +203,22 @@ clattn_status clattn_decode_build_options(clattn_context *ctx, const clattn_deco
                                           char *buf, size_t size);
 int clattn_forced_path(void);
 
+/* ------------------------------------------------------------------ files (program.c) */
+
+typedef enum clattn_read_result {
+  READ_OK,
+  READ_MISSING,   /* nothing at the path */
+  READ_DIRECTORY, /* a directory: it cannot be replaced by a file */
+  READ_BAD,       /* anything else that is not a readable regular file of at most cap bytes */
+} clattn_read_result;
+
+/* Reads a regular file whole, NUL-terminated (caller frees *out). Opened
+ * without blocking, so a FIFO in its place returns at once, and checked with
+ * fstat before a byte is allocated: a directory, FIFO, socket or device, or
+ * a file larger than `cap`, is refused. `why` says what was wrong. */
+clattn_read_result clattn_read_regular(const char *path, size_t cap, char **out, size_t *size,
+                                       char *why, size_t why_size);
+
 /* ------------------------------------------------------------------ programs (program.c) */
 
 /* Embedded kernel sources (generated from cl/ at build time). */

@@ -121,14 +121,22 @@ clattn_status clattn_tuning_write(const clattn_tuning *t, const char *path) {
 /* Applies the file's lines; each line that is not a known key with a value
  * in range is reported and ignored. */
 static void apply_override(const clattn_context *log_ctx, clattn_tuning *t, const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return;
-  char line[256];
-  for (int no = 1; fgets(line, sizeof line, f); no++) {
-    char *s = line;
+  char *text = NULL, why[128];
+  size_t size = 0;
+  const clattn_read_result r = clattn_read_regular(path, 1 << 20, &text, &size, why, sizeof why);
+  if (r != READ_OK) {
+    if (r != READ_MISSING)
+      clattn_log(log_ctx, CLATTN_LOG_ERROR, "clattn: tuning file %s %s; ignored", path, why);
+    return;
+  }
+  char *next = text;
+  for (int no = 1; *next; no++) {
+    char *s = next, *eol = strchr(next, '\n');
+    next = eol ? eol + 1 : next + strlen(next);
+    if (eol) *eol = '\0';
     while (*s == ' ' || *s == '\t') s++;
-    if (*s == '#' || *s == '\n' || *s == '\0') continue;
-    s[strcspn(s, "\r\n")] = '\0';
+    s[strcspn(s, "\r")] = '\0';
+    if (*s == '#' || *s == '\0') continue;
     char *eq = strchr(s, '=');
     if (!eq) {
       clattn_log(log_ctx, CLATTN_LOG_ERROR, "clattn: %s:%d: \"%s\" is not key=value; ignored", path,
@@ -151,7 +159,7 @@ static void apply_override(const clattn_context *log_ctx, clattn_tuning *t, cons
       *(int *)((char *)t + p->off) = (int)v;
     }
   }
-  fclose(f);
+  free(text);
 }
 
 void clattn_tuning_lookup(const clattn_context *log_ctx, const clattn_device_profile *prof,

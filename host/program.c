@@ -19,18 +19,7 @@
 
 /* ------------------------------------------------------------------ files */
 
-typedef enum read_result {
-  READ_OK,
-  READ_MISSING,   /* nothing at the path */
-  READ_DIRECTORY, /* a directory: it cannot be replaced by a file */
-  READ_BAD,       /* anything else that is not a readable regular file of at most cap bytes */
-} read_result;
-
-/* Reads a regular file whole, NUL-terminated (caller frees *out). Opened
- * without blocking, so a FIFO in its place returns at once, and checked with
- * fstat before a byte is allocated: a directory, FIFO, socket or device, or
- * a file larger than `cap`, is refused. `why` says what was wrong. */
-static read_result read_regular(const char *path, size_t cap, char **out, size_t *size, char *why,
+clattn_read_result clattn_read_regular(const char *path, size_t cap, char **out, size_t *size, char *why,
                                 size_t why_size) {
   *out = NULL;
   *size = 0;
@@ -42,7 +31,7 @@ static read_result read_regular(const char *path, size_t cap, char **out, size_t
     return e == ENOENT || e == ENOTDIR ? READ_MISSING : e == EISDIR ? READ_DIRECTORY : READ_BAD;
   }
   struct stat st;
-  read_result r = READ_OK;
+  clattn_read_result r = READ_OK;
   if (fstat(fd, &st) != 0) {
     snprintf(why, why_size, "cannot be examined (errno %d)", errno);
     r = READ_BAD;
@@ -108,7 +97,7 @@ static char *raw_source(const char *name) {
     snprintf(path, sizeof path, "%s/%s", dir, name);
     char *text = NULL;
     size_t n = 0;
-    read_regular(path, SOURCE_MAX_BYTES, &text, &n, why, sizeof why);
+    clattn_read_regular(path, SOURCE_MAX_BYTES, &text, &n, why, sizeof why);
     return text;
   }
   for (size_t i = 0; i < clattn_num_sources; i++) {
@@ -264,7 +253,7 @@ static load_result load_entry(clattn_context *ctx, const char *path, const char 
   *out = NULL;
   char *file = NULL;
   size_t n = 0;
-  switch (read_regular(path, CACHE_MAX_BYTES, &file, &n, why, why_size)) {
+  switch (clattn_read_regular(path, CACHE_MAX_BYTES, &file, &n, why, why_size)) {
   case READ_OK: break;
   case READ_MISSING: return LOAD_MISS;
   case READ_DIRECTORY: return LOAD_KEEP_OUT;

@@ -132,6 +132,7 @@ typedef enum clattn_log_level {
   CLATTN_LOG_DEBUG = 2,
 } clattn_log_level;
 
+/* Called from whichever thread made the call that logs, possibly from several at once. */
 typedef void (*clattn_log_fn)(void *priv, clattn_log_level level, const char *msg);
 
 typedef struct clattn_context_options {
@@ -160,7 +161,10 @@ CLATTN_API clattn_status clattn_context_create_selected(const char *selector,
                                                         const clattn_context_options *opts,
                                                         clattn_context **out);
 
-/* Releases the context and its cached programs; sets *ctx to NULL. NULL is fine. */
+/* Releases the context and its cached programs; sets *ctx to NULL. NULL is fine.
+ * A context that ran clattn_reference_decode also clears CLBlast's
+ * process-wide program cache (CLBlast's only way to let go of a cl_context):
+ * other CLBlast users in the process recompile on their next call. */
 CLATTN_API void clattn_context_release(clattn_context **ctx);
 
 CLATTN_API cl_context clattn_context_cl(const clattn_context *ctx);
@@ -623,7 +627,9 @@ CLATTN_API clattn_status clattn_rerope_rotary_bwd(clattn_context *ctx, cl_comman
  * first staged to f32 (CLBlast's half GEMM needs cl_khr_fp16); batches are
  * processed in chunks so each staged K/V slab stays under 2^28 floats. Keys
  * past kv_len are still read by the GEMMs, so they must hold finite values.
- * Needs an in-order queue. Temporary buffers are allocated per call.
+ * Needs an in-order queue. Temporary buffers are allocated per call. A
+ * maybe_error_flag is checked but not written: bad varlen ranges are skipped
+ * as clattn_decode skips them, without the flag.
  * Built without CLBlast it returns CLATTN_UNSUPPORTED. */
 CLATTN_API clattn_status clattn_reference_decode(clattn_context *ctx, cl_command_queue queue,
                                                  const clattn_decode_params *params,

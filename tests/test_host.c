@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void test_status_strings(void) {
@@ -179,6 +180,25 @@ static void test_tuning_bad_override(void) {
   buf_release(&o);
   free(x);
   clattn_context_release(&c);
+  /* a FIFO or a directory in the tuning file's place is reported, never waited on */
+  char dir[] = "/tmp/clattn-tuning-dir-XXXXXX";
+  CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+  char fifo[1100];
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  CU_ASSERT_FATAL(mkfifo(fifo, 0600) == 0);
+  const char *places[2] = {fifo, dir};
+  for (int i = 0; i < 2; i++) {
+    log.text[0] = '\0';
+    setenv("CLATTN_TUNING_FILE", places[i], 1);
+    st = clattn_context_create(fx.cl, fx.dev, &opts, &c);
+    unsetenv("CLATTN_TUNING_FILE");
+    CHECK_OK(st);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log.text, i ? "is a directory; ignored" : "is not a regular file; ignored"));
+    CU_ASSERT_EQUAL(c->tuning.decode_wg, fx.ctx->tuning.decode_wg);
+    clattn_context_release(&c);
+  }
+  remove(fifo);
+  rmdir(dir);
 }
 
 static void test_tensor_checks(void) {
