@@ -237,6 +237,16 @@ cl_mem buf_from(const double *host, size_t n, clattn_dtype dt) {
 
 cl_mem buf_from_i32(const int32_t *host, size_t n) { return make_buf(n * 4, n ? host : NULL); }
 
+cl_mem buf_from_i32_after(const int32_t *host, size_t n, int32_t junk) {
+  int32_t *tmp = malloc(sizeof(int32_t) * (n + VIEW_LEAD));
+  CU_ASSERT_FATAL(tmp != NULL);
+  for (int i = 0; i < VIEW_LEAD; i++) tmp[i] = junk;
+  if (n) memcpy(tmp + VIEW_LEAD, host, sizeof(int32_t) * n);
+  cl_mem m = make_buf((n + VIEW_LEAD) * 4, tmp);
+  free(tmp);
+  return m;
+}
+
 cl_mem buf_zeros(size_t bytes) {
   void *z = calloc(bytes ? bytes : 4, 1);
   cl_mem m = make_buf(bytes, z);

@@ -49,6 +49,12 @@ void guards_check_all(void);
 /* A buffer of n doubles' worth of `dt` elements, written from `host` (rounded to dt). */
 cl_mem buf_from(const double *host, size_t n, clattn_dtype dt);
 cl_mem buf_from_i32(const int32_t *host, size_t n);
+/* Optional tensors in the tests are views VIEW_LEAD elements into their
+ * buffers, behind values that would break the result were the offset
+ * ignored: buf_from_i32_after puts VIEW_LEAD copies of `junk` before host's n
+ * values (the view: offset VIEW_LEAD * 4 bytes). */
+#define VIEW_LEAD 3
+cl_mem buf_from_i32_after(const int32_t *host, size_t n, int32_t junk);
 cl_mem buf_zeros(size_t bytes);
 /* Buffer filled with a NaN-like pattern (0xFF bytes), to catch unwritten outputs. */
 cl_mem buf_poison(size_t bytes);

@@ -31,23 +31,13 @@ static double *rand_tensor(size_t n, clattn_dtype dt, double scale) {
   return x;
 }
 
-/* Elements of junk before each optional tensor's view. */
-#define OPT 3
+/* Elements of junk before each optional tensor's view (common.h). */
+#define OPT VIEW_LEAD
 
 /* Keys sequence b holds (the rows past it are NaN in the cache). */
 static int seq_len(const dcase *c, int b) {
   const int n = c->kv_len ? c->kv_len[b] : c->Nkv;
   return n < 0 ? 0 : n > c->Nkv ? c->Nkv : n;
-}
-
-/* An i32 buffer of OPT values of `junk` (a plausible wrong value) then x[0..n). */
-static cl_mem i32_after_junk(const int32_t *x, size_t n, int32_t junk) {
-  int32_t *tmp = malloc(sizeof(int32_t) * (n + OPT));
-  for (int i = 0; i < OPT; i++) tmp[i] = junk;
-  memcpy(tmp + OPT, x, sizeof(int32_t) * n);
-  cl_mem m = buf_from_i32(tmp, n + OPT);
-  free(tmp);
-  return m;
 }
 
 static void run_case(const dcase *c) {
@@ -204,7 +194,7 @@ static void run_case(const dcase *c) {
   /* Every optional tensor is a view OPT elements into its buffer, behind
    * values that would break the result if the offset were ignored. */
   if (table) {
-    table_m = i32_after_junk(table, (size_t)B * max_pages, num_pages - 1);
+    table_m = buf_from_i32_after(table, (size_t)B * max_pages, num_pages - 1);
     p.maybe_block_table = clattn_tensor_2d(table_m, OPT * 4, CLATTN_I32, B, max_pages);
   }
   if (kv_len) {
@@ -213,12 +203,12 @@ static void run_case(const dcase *c) {
     int32_t *dev_len = malloc(sizeof(int32_t) * B);
     memcpy(dev_len, kv_len, sizeof(int32_t) * B);
     if (c->len_over) dev_len[0] = max_pages * c->page_size + c->len_over;
-    kvlen_m = i32_after_junk(dev_len, B, 1);
+    kvlen_m = buf_from_i32_after(dev_len, B, 1);
     free(dev_len);
     p.maybe_kv_len = clattn_tensor_1d(kvlen_m, OPT * 4, CLATTN_I32, B);
   }
   if (varlen) {
-    qs_m = i32_after_junk(q_start, (size_t)B + 1, 0);
+    qs_m = buf_from_i32_after(q_start, (size_t)B + 1, 0);
     p.maybe_q_start = clattn_tensor_1d(qs_m, OPT * 4, CLATTN_I32, B + 1);
     p.batch = B;
     p.max_q_len = Mq;

@@ -212,10 +212,12 @@ static cl_mem buf_from_floats(const float *x, size_t n, clattn_dtype dt) {
   return m;
 }
 
+/* The flag at VIEW_LEAD (the junk before it, zeros, must stay zeros). */
 static int32_t read_flag(cl_mem m) {
-  int32_t f = -1;
-  buf_read_i32(m, 1, &f);
-  return f;
+  int32_t f[VIEW_LEAD + 1];
+  buf_read_i32(m, VIEW_LEAD + 1, f);
+  for (int i = 0; i < VIEW_LEAD; i++) CU_ASSERT_EQUAL(f[i], 0);
+  return f[VIEW_LEAD];
 }
 
 /* ------------------------------------------------------------------ append */
@@ -268,10 +270,12 @@ static void run_append(const acase *c) {
   memset(&p, 0, sizeof p);
   cl_mem xk_m = buf_from_floats(xk, (size_t)T * H * D, c->in_dt);
   cl_mem xv_m = buf_from_floats(xv, (size_t)T * H * D, c->in_dt);
-  cl_mem pos_m = buf_from_i32(c->pos, (size_t)B);
-  cl_mem start_m = buf_from_i32(start, (size_t)B + 1);
-  cl_mem table_m = l.table ? buf_from_i32(l.table, (size_t)(B * l.max_pages)) : NULL;
-  cl_mem flag_m = buf_zeros(4);
+  /* the optional views behind junk (common.h) */
+  cl_mem pos_m = buf_from_i32_after(c->pos, (size_t)B, 1 << 20);
+  cl_mem start_m = buf_from_i32_after(start, (size_t)B + 1, 1);
+  cl_mem table_m = l.table ? buf_from_i32_after(l.table, (size_t)(B * l.max_pages), -7) : NULL;
+  static const int32_t zero = 0;
+  cl_mem flag_m = buf_from_i32_after(&zero, 1, 0);
   p.new_k = clattn_tensor_3d(xk_m, 0, c->in_dt, T, H, D);
   p.k_cache = hcache_tensor(&kc);
   p.maybe_k_scale_shift = hcache_ss_tensor(&kc);
@@ -280,10 +284,10 @@ static void run_append(const acase *c) {
     p.maybe_v_cache = hcache_tensor(&vc);
     p.maybe_v_scale_shift = hcache_ss_tensor(&vc);
   }
-  p.pos = clattn_tensor_1d(pos_m, 0, CLATTN_I32, B);
-  if (c->counts) p.maybe_new_start = clattn_tensor_1d(start_m, 0, CLATTN_I32, B + 1);
-  if (table_m) p.maybe_block_table = clattn_tensor_2d(table_m, 0, CLATTN_I32, B, l.max_pages);
-  p.maybe_error_flag = clattn_tensor_1d(flag_m, 0, CLATTN_I32, 1);
+  p.pos = clattn_tensor_1d(pos_m, VIEW_LEAD * 4, CLATTN_I32, B);
+  if (c->counts) p.maybe_new_start = clattn_tensor_1d(start_m, VIEW_LEAD * 4, CLATTN_I32, B + 1);
+  if (table_m) p.maybe_block_table = clattn_tensor_2d(table_m, VIEW_LEAD * 4, CLATTN_I32, B, l.max_pages);
+  p.maybe_error_flag = clattn_tensor_1d(flag_m, VIEW_LEAD * 4, CLATTN_I32, 1);
   p.kv_groups = c->G;
   cl_event ev = NULL;
   CHECK_OK(clattn_kv_append(fx.ctx, fx.queue, &p, 0, NULL, &ev));
@@ -605,17 +609,18 @@ static void run_dequant_range(clattn_dtype kv_dt, int G, clattn_dtype out_dt, in
   hcache_upload(&hc);
   const size_t ne = (size_t)B * n * H * D;
   cl_mem o_m = buf_poison(ne * clattn_dtype_size(out_dt));
-  cl_mem s_m = buf_from_i32(start, B);
-  cl_mem t_m = l.table ? buf_from_i32(l.table, (size_t)(B * l.max_pages)) : NULL;
-  cl_mem f_m = buf_zeros(4);
+  cl_mem s_m = buf_from_i32_after(start, B, 1 << 20);
+  cl_mem t_m = l.table ? buf_from_i32_after(l.table, (size_t)(B * l.max_pages), -7) : NULL;
+  static const int32_t zero = 0;
+  cl_mem f_m = buf_from_i32_after(&zero, 1, 0);
   clattn_kv_dequantize_params p;
   memset(&p, 0, sizeof p);
   p.cache = hcache_tensor(&hc);
   p.maybe_scale_shift = hcache_ss_tensor(&hc);
   p.out = clattn_tensor_4d(o_m, 0, out_dt, B, n, H, D);
-  p.maybe_start = clattn_tensor_1d(s_m, 0, CLATTN_I32, B);
-  if (t_m) p.maybe_block_table = clattn_tensor_2d(t_m, 0, CLATTN_I32, B, l.max_pages);
-  p.maybe_error_flag = clattn_tensor_1d(f_m, 0, CLATTN_I32, 1);
+  p.maybe_start = clattn_tensor_1d(s_m, VIEW_LEAD * 4, CLATTN_I32, B);
+  if (t_m) p.maybe_block_table = clattn_tensor_2d(t_m, VIEW_LEAD * 4, CLATTN_I32, B, l.max_pages);
+  p.maybe_error_flag = clattn_tensor_1d(f_m, VIEW_LEAD * 4, CLATTN_I32, 1);
   p.kv_groups = G;
   CHECK_OK(clattn_kv_dequantize(fx.ctx, fx.queue, &p, 0, NULL, NULL));
   double *got = malloc(sizeof(double) * ne), *want = calloc(ne, sizeof(double));

@@ -126,9 +126,10 @@ static int32_t *make_pos(const rcase *c, int N, int is_q, clattn_tensor *t) {
       }
   if (c->positions) {
     const int per_batch = c->positions == 2;
-    cl_mem m = buf_from_i32(p, per_batch ? (size_t)c->Z * N : (size_t)N);
-    *t = per_batch ? clattn_tensor_2d(m, 0, CLATTN_I32, c->Z, N)
-                   : clattn_tensor_1d(m, 0, CLATTN_I32, N);
+    /* a view behind junk positions (common.h) */
+    cl_mem m = buf_from_i32_after(p, per_batch ? (size_t)c->Z * N : (size_t)N, 1 << 16);
+    *t = per_batch ? clattn_tensor_2d(m, VIEW_LEAD * 4, CLATTN_I32, c->Z, N)
+                   : clattn_tensor_1d(m, VIEW_LEAD * 4, CLATTN_I32, N);
   }
   return p;
 }
@@ -236,8 +237,8 @@ static void run_case(const rcase *c) {
     tk2 = upload(k2, Z, Hkv, Nk, D, c->dt, c->strided, 0);
   }
   clattn_tensor to = upload(NULL, Z, Hq, Nq, D, c->dt, c->strided, 1);
-  cl_mem lse_m = buf_poison(sizeof(float) * (nl + 1));
-  clattn_tensor tl = clattn_tensor_3d(lse_m, 0, CLATTN_F32, Z, Hq, Nq);
+  cl_mem lse_m = buf_poison(sizeof(float) * (nl + VIEW_LEAD)); /* lse at an offset */
+  clattn_tensor tl = clattn_tensor_3d(lse_m, VIEW_LEAD * 4, CLATTN_F32, Z, Hq, Nq);
   cl_event ev = NULL;
   if (c->rotary) {
     clattn_rerope_rotary_params p = {
@@ -259,7 +260,7 @@ static void run_case(const rcase *c) {
             mma_b ? "mma" : "portable");
   double tol = tol_of(c, mma_f);
   double *o = download(&to), *lse = malloc(sizeof(double) * (nl + 1));
-  buf_read(lse_m, 0, nl, CLATTN_F32, lse);
+  buf_read(lse_m, VIEW_LEAD, nl, CLATTN_F32, lse);
   compare(name, "o", o, o_ref, nq, tol);
   compare(name, "lse", lse, lse_ref, nl, lse_tol_of(c));
 
