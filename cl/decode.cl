@@ -30,6 +30,7 @@
  * With SPLIT the group writes a normalised partial (o, lse) in f32 that the
  * merge kernel (merge.cl) reduces; otherwise it writes o (and lse) directly.
  */
+#include "args.clh"
 #include "softmax.clh"
 #include "kvaddr.clh"
 #include "seq.clh"
@@ -224,14 +225,23 @@ static inline dseq decode_seq(int b, int Mq, long sqb, long sqm, __global const 
   return d;
 }
 
-/* The caller's i32 vectors start at element offsets of their buffers. */
-#define DECODE_REBASE()                                                                      \
-  do {                                                                                       \
-    if (kv_len) kv_len += kvl_off;                                                           \
-    if (block_table) block_table += bt_off;                                                  \
-    if (q_start) q_start += qs_off;                                                          \
-    err_flag += flag_off;                                                                    \
-  } while (0)
+/* ---------------------------------------------------------------- hooks
+ *
+ * What every form of the kernel (portable and tensor-core) calls for one
+ * score, so a variant of the logits or the mask is one function here, not a
+ * branch in each loop. Logits are in log2 units (q was scaled by scale log2 e). */
+
+/* The logit of query m of head h, key j of sequence b, after q . k: the
+ * additive bias (HAS_BIAS). Called for keys and rows that exist. */
+static inline float decode_logit(float x, __global const float *bias, clattn_view4 bv, int b, int h,
+                                 int m, int j) {
+#if HAS_BIAS
+  x += LOG2E * bias[bv.off + b * bv.s0 + h * bv.s1 + m * bv.s2 + j * bv.s3];
+#else
+  (void)bias, (void)bv, (void)b, (void)h, (void)m, (void)j;
+#endif
+  return x;
+}
 
 /* Writes a block's rows from local memory: o = acc / l (0 where l is 0; NaN
  * inputs stay NaN) and lse = (m + log2 l) ln 2 (-inf where l is 0), m in log2
@@ -256,37 +266,53 @@ static inline void store_block_rows(__local const float *acc, __local const floa
   }
 }
 
-/* The partial kernel's parameters (both forms take the same arguments; the
- * last three only the tensor-core form's STREAM spans read: the row blocks
- * per sequence, all (sequence, row block) pairs' 16-key blocks, the parts). */
-#define DECODE_PARTIAL_PARAMS \
-    __global const ELT(Q_DT) *q, long q_off, long sqb, long sqm, long sqh, long sqd, \
-    __global const KV_ELT *k, long k_off, long sk0, long sk1, long sk2, \
-    __global const KV_ELT *v, long v_off, long sv0, long sv1, long sv2, \
-    __global const uint *k_ss, long kss_off, long skss0, long skss1, long skss2, \
-    __global const uint *v_ss, long vss_off, long svss0, long svss1, long svss2, \
-    __global const int *kv_len, long kvl_off, int kv_cap, \
-    __global const float *bias, long bias_off, long sbb, long sbh, long sbm, long sbn, \
-    __global const int *block_table, long bt_off, long bt_stride, int max_pages, int page_size, \
-    int num_pages, \
-    __global const int *q_start, long qs_off, int total_q, \
-    __global ELT(OUT_DT) *o, long o_off, long sob, long som, long soh, long sod, long o_split, \
-    __global float *lse, long lse_off, long slb, long slh, long slm, long lse_split, \
-    __global int *err_flag, long flag_off, \
-    int Mq, int Hq, int Hkv, int chunk, float scale, int nrb, long blocks, int slots
+/* The partial kernel's parameters, the same for both forms: the buffers,
+ * then the views and scalars in one struct (args.clh, the host's twin). */
+#define DECODE_PARTIAL_PARAMS                                                                \
+  __global const ELT(Q_DT) *q, __global const KV_ELT *k, __global const KV_ELT *v,            \
+      __global const uint *k_ss, __global const uint *v_ss, __global const int *kv_len,       \
+      __global const float *bias, __global const int *block_table, __global const int *q_start, \
+      __global ELT(OUT_DT) *o, __global float *lse, __global int *err_flag,                    \
+      const clattn_decode_args A
+
+/* The views and scalars under their names in the kernels (the last three
+ * only the tensor-core form's STREAM spans read: the row blocks per
+ * sequence, all (sequence, row block) pairs' 16-key blocks, the parts); the
+ * caller's i32 vectors moved to their offsets. */
+#define DECODE_UNPACK()                                                                      \
+  const long q_off = A.q.off, sqb = A.q.s0, sqm = A.q.s1, sqh = A.q.s2, sqd = A.q.s3;          \
+  const long k_off = A.k.off, sk0 = A.k.s0, sk1 = A.k.s1, sk2 = A.k.s2;                        \
+  const long v_off = A.v.off, sv0 = A.v.s0, sv1 = A.v.s1, sv2 = A.v.s2;                        \
+  const long kss_off = A.kss.off, skss0 = A.kss.s0, skss1 = A.kss.s1, skss2 = A.kss.s2;        \
+  const long vss_off = A.vss.off, svss0 = A.vss.s0, svss1 = A.vss.s1, svss2 = A.vss.s2;        \
+  const long bias_off = A.bias.off, sbb = A.bias.s0, sbh = A.bias.s1, sbm = A.bias.s2,         \
+             sbn = A.bias.s3;                                                                  \
+  const long o_off = A.o.off, sob = A.o.s0, som = A.o.s1, soh = A.o.s2, sod = A.o.s3,          \
+             o_split = A.o_split;                                                              \
+  const long lse_off = A.lse.off, slb = A.lse.s0, slh = A.lse.s1, slm = A.lse.s2,              \
+             lse_split = A.lse_split;                                                          \
+  const long bt_stride = A.bt_stride, blocks = A.blocks;                                       \
+  const int kv_cap = A.kv_cap, max_pages = A.max_pages, page_size = A.page_size,               \
+            num_pages = A.num_pages, total_q = A.total_q, Mq = A.Mq, Hq = A.Hq, Hkv = A.Hkv,   \
+            chunk = A.chunk, nrb = A.nrb, slots = A.slots;                                     \
+  const float scale = A.scale;                                                                 \
+  if (kv_len) kv_len += A.kvl_off;                                                             \
+  if (block_table) block_table += A.bt_off;                                                    \
+  if (q_start) q_start += A.qs_off;                                                            \
+  err_flag += A.flag_off
 
 #if MMA
 #include "decode_mma.clh"
 #else
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_partial(
     DECODE_PARTIAL_PARAMS) {
+  DECODE_UNPACK();
   const int tid = get_local_id(0);
   const int split = get_group_id(0);
   const int hk = get_group_id(1) % Hkv;
   const int r0 = (get_group_id(1) / Hkv) * RB;
   const int b = get_group_id(2);
   const int G = Hq / Hkv;
-  DECODE_REBASE();
 
   const dseq sq = decode_seq(b, Mq, sqb, sqm, q_start, total_q, kv_len, kv_cap, err_flag,
                              tid == 0 && split == 0 && r0 == 0 && hk == 0);

@@ -8,6 +8,8 @@
 
 #include "clattn.h"
 
+#include "args.clh" /* the kernel argument structs, one definition with the kernels' */
+
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -349,19 +351,6 @@ void clattn_rerope_variants(clattn_variant_fn fn, void *priv);
 void clattn_baseline_variants(clattn_variant_fn fn, void *priv);
 
 /* ------------------------------------------------------------------ rerope (lib/rerope.c, lib/rerope_bwd.c) */
-
-/* Host twins of rr_view and rr_args in cl/rerope.clh: same fields, same order. */
-typedef struct clattn_rr_view {
-  cl_long off, z, h, n, d;
-} clattn_rr_view;
-typedef struct clattn_rr_args {
-  cl_int Hq, G, Nq, Nk;
-  cl_int window, causal;
-  cl_int rope_interleaved;
-  cl_float scale;
-  cl_float log2_theta;
-  cl_int pad_;
-} clattn_rr_args;
 
 /* A validated ReRoPE problem, shared by the forward and backward hosts. */
 typedef struct clattn_rr_problem {

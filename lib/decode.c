@@ -544,16 +544,65 @@ clattn_status clattn_decode_build_options(clattn_context *ctx, const clattn_deco
   return CLATTN_SUCCESS;
 }
 
-/* Arguments of one (q, ...) tensor view: buffer, element offset, strides. */
-static void arg_view(clattn_args *a, const clattn_tensor *t, int n) {
-  clattn_arg_tensor(a, t);
-  for (int i = 0; i < n; i++) clattn_arg_long(a, clattn_present(t) ? t->stride[i] : 0);
+/* A view's element offset and its first n strides (absent: zeros). */
+static clattn_view4 view4(const clattn_tensor *t, int n) {
+  clattn_view4 v = {0, 0, 0, 0, 0};
+  if (!clattn_present(t)) return v;
+  int64_t s[4] = {0, 0, 0, 0};
+  for (int i = 0; i < n; i++) s[i] = t->stride[i];
+  v = (clattn_view4){clattn_elem_offset(t), s[0], s[1], s[2], s[3]};
+  return v;
 }
+static clattn_kv_view kv_view(const clattn_tensor *t) {
+  const clattn_view4 v = view4(t, 3);
+  return (clattn_kv_view){v.off, v.s0, v.s1, v.s2};
+}
+static cl_long elem_offset(const clattn_tensor *t) { return clattn_present(t) ? clattn_elem_offset(t) : 0; }
 
-/* A caller's i32 vector (kv_len, q_start, the flag) as (buffer or NULL, element offset). */
-static void arg_ivec(clattn_args *a, const clattn_tensor *t) {
-  clattn_arg_mem(a, clattn_present(t) ? t->buf : NULL);
-  clattn_arg_long(a, clattn_present(t) ? clattn_elem_offset(t) : 0);
+/* The partial kernel's views and scalars (cl/args.clh). */
+static clattn_decode_args partial_args(const clattn_decode_params *p, const plan *pl,
+                                       const clattn_workspace *ws) {
+  const clattn_decode_problem *pr = &pl->pr;
+  clattn_decode_args a;
+  memset(&a, 0, sizeof a);
+  a.q = view4(&p->q, 4);
+  a.k = kv_view(&p->k);
+  a.v = kv_view(&p->v);
+  if (pr->kv_q == 2) {
+    a.kss = kv_view(&p->maybe_k_scale_shift);
+    a.vss = kv_view(&p->maybe_v_scale_shift);
+  }
+  a.bias = view4(&p->maybe_bias, 4);
+  if (pl->S > 1) {
+    /* partials: o [S, B, Mq, Hq, D], lse [S, B, Hq, Mq], f32 */
+    const int64_t Mq = pr->Mq, Hq = pr->Hq, D = pr->D;
+    a.o = (clattn_view4){ws->off, Mq * Hq * D, Hq * D, D, 1};
+    a.o_split = (int64_t)pr->B * Mq * Hq * D;
+    a.lse = (clattn_view4){ws->off + (int64_t)(pl->lse_offset_bytes / 4), Hq * Mq, Mq, 1, 0};
+    a.lse_split = (int64_t)pr->B * Hq * Mq;
+  } else {
+    a.o = view4(&p->o, 4);
+    a.lse = view4(&p->maybe_lse, 3);
+  }
+  a.kvl_off = elem_offset(&p->maybe_kv_len);
+  a.bt_off = elem_offset(&p->maybe_block_table);
+  a.bt_stride = pr->paged ? p->maybe_block_table.stride[0] : 0;
+  a.qs_off = elem_offset(&p->maybe_q_start);
+  a.flag_off = elem_offset(&p->maybe_error_flag);
+  a.blocks = pl->blocks;
+  a.kv_cap = pr->kv_cap;
+  a.max_pages = pr->max_pages;
+  a.page_size = pr->page_size;
+  a.num_pages = pr->num_pages;
+  a.total_q = pr->total_q;
+  a.Mq = pr->Mq;
+  a.Hq = pr->Hq;
+  a.Hkv = pr->Hkv;
+  a.chunk = pl->chunk;
+  a.nrb = pl->nrb;
+  a.slots = pl->S;
+  a.scale = pr->scale;
+  return a;
 }
 
 static clattn_status launch_partial(clattn_context *ctx, cl_command_queue queue,
@@ -566,61 +615,22 @@ static clattn_status launch_partial(clattn_context *ctx, cl_command_queue queue,
   static const char *name = "clattn_decode_partial";
   cl_kernel k = NULL;
   CLATTN_TRY(clattn_kernel_get(ctx, "decode.cl", opts, name, &k));
-
-  clattn_tensor none;
-  memset(&none, 0, sizeof none);
+  const bool fp8 = pl->pr.kv_q == 2;
+  const clattn_decode_args args = partial_args(p, pl, ws);
   clattn_args a = clattn_args_begin(k);
-  arg_view(&a, &p->q, 4);
-  arg_view(&a, &p->k, 3);
-  arg_view(&a, &p->v, 3);
-  arg_view(&a, pl->pr.kv_q == 2 ? &p->maybe_k_scale_shift : &none, 3);
-  arg_view(&a, pl->pr.kv_q == 2 ? &p->maybe_v_scale_shift : &none, 3);
-  arg_ivec(&a, &p->maybe_kv_len);
-  clattn_arg_int(&a, pl->pr.kv_cap);
-  arg_view(&a, &p->maybe_bias, 4);
-  arg_ivec(&a, &p->maybe_block_table);
-  clattn_arg_long(&a, pl->pr.paged ? p->maybe_block_table.stride[0] : 0);
-  clattn_arg_int(&a, pl->pr.max_pages);
-  clattn_arg_int(&a, pl->pr.page_size);
-  clattn_arg_int(&a, pl->pr.num_pages);
-  arg_ivec(&a, &p->maybe_q_start);
-  clattn_arg_int(&a, pl->pr.total_q);
-  if (split) {
-    /* partials: o [S, B, Mq, Hq, D], lse [S, B, Hq, Mq], f32 */
-    const int64_t Mq = pl->pr.Mq, Hq = pl->pr.Hq, D = pl->pr.D;
-    clattn_arg_mem(&a, ws->buf);
-    clattn_arg_long(&a, ws->off);
-    clattn_arg_long(&a, Mq * Hq * D);
-    clattn_arg_long(&a, Hq * D);
-    clattn_arg_long(&a, D);
-    clattn_arg_long(&a, 1);
-    clattn_arg_long(&a, (int64_t)pl->pr.B * Mq * Hq * D);
-    clattn_arg_mem(&a, ws->buf);
-    clattn_arg_long(&a, ws->off + (int64_t)(pl->lse_offset_bytes / 4));
-    clattn_arg_long(&a, Hq * Mq);
-    clattn_arg_long(&a, Mq);
-    clattn_arg_long(&a, 1);
-    clattn_arg_long(&a, (int64_t)pl->pr.B * Hq * Mq);
-  } else {
-    arg_view(&a, &p->o, 4);
-    clattn_arg_long(&a, 0);
-    arg_view(&a, &p->maybe_lse, 3);
-    clattn_arg_long(&a, 0);
-  }
-  if (clattn_present(&p->maybe_error_flag)) {
-    arg_ivec(&a, &p->maybe_error_flag);
-  } else {
-    clattn_arg_mem(&a, ctx->scratch);
-    clattn_arg_long(&a, 0);
-  }
-  clattn_arg_int(&a, pl->pr.Mq);
-  clattn_arg_int(&a, pl->pr.Hq);
-  clattn_arg_int(&a, pl->pr.Hkv);
-  clattn_arg_int(&a, pl->chunk);
-  clattn_arg_float(&a, pl->pr.scale);
-  clattn_arg_int(&a, pl->nrb);
-  clattn_arg_long(&a, pl->blocks);
-  clattn_arg_int(&a, pl->S);
+  clattn_arg_mem(&a, p->q.buf);
+  clattn_arg_mem(&a, p->k.buf);
+  clattn_arg_mem(&a, p->v.buf);
+  clattn_arg_mem(&a, fp8 ? p->maybe_k_scale_shift.buf : NULL);
+  clattn_arg_mem(&a, fp8 ? p->maybe_v_scale_shift.buf : NULL);
+  clattn_arg_mem(&a, p->maybe_kv_len.buf);
+  clattn_arg_mem(&a, p->maybe_bias.buf);
+  clattn_arg_mem(&a, p->maybe_block_table.buf);
+  clattn_arg_mem(&a, p->maybe_q_start.buf);
+  clattn_arg_mem(&a, split ? ws->buf : p->o.buf);
+  clattn_arg_mem(&a, split ? ws->buf : p->maybe_lse.buf);
+  clattn_arg_mem(&a, clattn_present(&p->maybe_error_flag) ? p->maybe_error_flag.buf : ctx->scratch);
+  clattn_arg(&a, sizeof args, &args);
   clattn_status s = clattn_args_end(&a, name);
   if (s == CLATTN_SUCCESS) {
     size_t local[3] = {(size_t)pl->WG, 1, 1};

@@ -6,6 +6,7 @@
 #include "ref.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,6 +304,38 @@ static void test_aliasing_checks(void) {
   buf_release(&m);
 }
 
+/* The kernel argument structs (cl/args.clh) as this device's compiler lays
+ * them out (the probe kernel) against the host's: the one definition both
+ * compile must give one layout. */
+#define HOST_FIELD(t, name) want[n++] = (int)offsetof(st_, name);
+#define HOST_STRUCT(name, FIELDS)                                                                \
+  {                                                                                              \
+    typedef name st_;                                                                            \
+    want[n++] = (int)sizeof(name);                                                               \
+    FIELDS(HOST_FIELD)                                                                           \
+  }
+static void test_args_layout(void) {
+  int want[512], n = 0;
+  CLATTN_ARG_STRUCTS(HOST_STRUCT)
+  cl_kernel k = NULL;
+  CHECK_OK(clattn_kernel_get(fx.ctx, "args.cl", "", "clattn_args_layout", &k));
+  cl_mem out = buf_poison(sizeof want);
+  CU_ASSERT_EQUAL(clSetKernelArg(k, 0, sizeof out, &out), CL_SUCCESS);
+  const size_t one = 1;
+  CU_ASSERT_EQUAL(clEnqueueNDRangeKernel(fx.queue, k, 1, NULL, &one, &one, 0, NULL, NULL), CL_SUCCESS);
+  int32_t got[512];
+  buf_read_i32(out, (size_t)n, got);
+  for (int i = 0; i < n; i++) {
+    if (got[i] != want[i]) fprintf(stderr, "  args layout: entry %d is %d on the device, %d on the host\n", i, got[i], want[i]);
+    CU_ASSERT_EQUAL(got[i], want[i]);
+  }
+  CU_ASSERT(n > 40);
+  clReleaseKernel(k);
+  buf_release(&out);
+}
+#undef HOST_FIELD
+#undef HOST_STRUCT
+
 static void test_program_cache(void) {
   /* Same variant twice: the second comes from the in-memory cache. */
   cl_kernel k1 = NULL, k2 = NULL;
@@ -429,6 +462,7 @@ int main(void) {
   CU_add_test(s, "tuning table and override file", test_tuning);
   CU_add_test(s, "tensor bounds checks", test_tensor_checks);
   CU_add_test(s, "aliasing checks", test_aliasing_checks);
+  CU_add_test(s, "kernel argument structs: one layout on host and device", test_args_layout);
   CU_add_test(s, "tuning override of zeros and nonsense", test_tuning_bad_override);
   CU_add_test(s, "program cache: memory and disk", test_program_cache);
   CU_add_test(s, "embedded kernel sources are complete", test_embedded_sources);
