@@ -28,7 +28,7 @@ if ! tests/fuzz/run_inputs.sh "$bin" tests/fuzz/corpus tests/fuzz/regressions >b
   echo "fuzz: FAILED on a committed input (full log: build-fuzz/inputs.log)"
   exit 1
 fi
-grep -E "^Executed" build-fuzz/inputs.log | tail -n 1 || true
+echo "fuzz: $(grep -c '^Executed' build-fuzz/inputs.log) committed inputs passed"
 
 echo "== fuzz: ${secs} s from the corpus"
 rm -rf build-fuzz/fuzz-corpus build-fuzz/fuzz-artifacts
@@ -40,8 +40,9 @@ status=0
 grep -E "INITED|DONE|ORACLE|runtime error|ERROR: |SUMMARY|stat::(number_of_executed_units|average_exec_per_sec)" \
   build-fuzz/fuzz.log | tail -n 40 || true
 if [ "$status" -ne 0 ]; then
-  echo "fuzz: FAILED (status $status); the input: $(ls build-fuzz/fuzz-artifacts/ 2>/dev/null | head -n 1)"
-  echo "      reproduce: $bin build-fuzz/fuzz-artifacts/<file>   (full log: build-fuzz/fuzz.log)"
+  input=$(ls build-fuzz/fuzz-artifacts/ 2>/dev/null | head -n 1)
+  echo "fuzz: FAILED (status $status); reproduce: $bin build-fuzz/fuzz-artifacts/$input"
+  echo "      (full log: build-fuzz/fuzz.log)"
   exit 1
 fi
 echo "fuzz: passed"

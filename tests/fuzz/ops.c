@@ -1065,43 +1065,48 @@ static int64_t misc_i64(size_t at) {
   return (int64_t)x;
 }
 
-/* Constructors, dtype facts, clattn_kv_row_size and the backward's workspace
- * size against the header, on any values. */
+/* One of: a tensor constructor, the dtype and status names, clattn_kv_row_size
+ * or the backward's workspace size, against the header, on any values. */
 static clattn_status misc_call(state *S) {
   (void)S;
   const int64_t a = misc_i64(0), b = misc_i64(8), c = misc_i64(16), d = misc_i64(24);
   const int sel = g_misc_n > 32 ? g_misc[32] % 8 : 0;
-  clattn_tensor t;
-  switch (sel) {
-  case 0: t = clattn_tensor_1d(NULL, 0, CLATTN_F32, b); break;
-  case 1: t = clattn_tensor_2d(NULL, 0, CLATTN_F16, b, c); break;
-  case 2: t = clattn_tensor_3d(NULL, 0, CLATTN_BF16, b, c, d); break;
-  default: t = clattn_tensor_4d(NULL, 0, CLATTN_F32, a, b, c, d); break;
-  }
-  (void)t;
-  const clattn_dtype dt = (clattn_dtype)(int)(int8_t)(b & 0xff);
-  (void)clattn_dtype_size(dt);
-  if (!clattn_dtype_name(dt)) fake_fail("contract", "clattn_dtype_name(%d) is NULL", (int)dt);
-  if (!clattn_status_string((clattn_status)(int)(int8_t)(c & 0xff))) fake_fail("contract", "clattn_status_string is NULL");
-  const int hd = (int)(int32_t)(c >> 8), g = (int)(int8_t)(d & 0xff);
-  const int64_t x = clattn_kv_row_size(dt, hd, g);
-  if (x != 0) {
-    const int G = g ? g : 1;
-    const bool ok = hd > 0 && hd % 8 == 0 && hd <= 2048 &&
-                    ((dt == CLATTN_INT4 && (G == 1 || G == 2 || G == 4 || G == 8) && hd % (8 * G) == 0 && x == G + hd / 8) ||
-                     ((dt == CLATTN_F32 || dt == CLATTN_F16 || dt == CLATTN_BF16) && G == 1 && x == hd) ||
-                     ((dt == CLATTN_FP8 || dt == CLATTN_FP8_FNUZ) && G == 1 && x == hd / 4));
-    if (!ok) fake_fail("contract", "clattn_kv_row_size(%d, %d, %d) = %lld", (int)dt, hd, g, (long long)x);
-  }
-  const size_t w = clattn_rerope_bwd_workspace_size(a, b, c);
-  if (a > 0 && b > 0 && c > 0) {
-    const unsigned __int128 need = (unsigned __int128)a * (unsigned __int128)b * (unsigned __int128)c * 4;
-    if (need <= SIZE_MAX && w != (size_t)need)
-      fake_fail("workspace", "clattn_rerope_bwd_workspace_size(%lld, %lld, %lld) = %zu", (long long)a, (long long)b,
-                (long long)c, w);
-    if (need > SIZE_MAX && w != 0 && w != SIZE_MAX && (unsigned __int128)w < need)
-      fake_fail("workspace", "clattn_rerope_bwd_workspace_size(%lld, %lld, %lld) wraps to %zu", (long long)a,
-                (long long)b, (long long)c, w);
+  if (sel < 4) {
+    clattn_tensor t;
+    if (sel == 0) t = clattn_tensor_1d(NULL, 0, CLATTN_F32, b);
+    else if (sel == 1) t = clattn_tensor_2d(NULL, 0, CLATTN_F16, b, c);
+    else if (sel == 2) t = clattn_tensor_3d(NULL, 0, CLATTN_BF16, b, c, d);
+    else t = clattn_tensor_4d(NULL, 0, CLATTN_F32, a, b, c, d);
+    (void)t;
+  } else if (sel == 4) {
+    const clattn_dtype dt = (clattn_dtype)(int)(int8_t)(b & 0xff);
+    const int hd = (int)(int32_t)(c >> 8), g = (int)(int8_t)(d & 0xff);
+    const int64_t x = clattn_kv_row_size(dt, hd, g);
+    if (x != 0) {
+      const int G = g ? g : 1;
+      const bool ok = hd > 0 && hd % 8 == 0 && hd <= 2048 &&
+                      ((dt == CLATTN_INT4 && (G == 1 || G == 2 || G == 4 || G == 8) && hd % (8 * G) == 0 && x == G + hd / 8) ||
+                       ((dt == CLATTN_F32 || dt == CLATTN_F16 || dt == CLATTN_BF16) && G == 1 && x == hd) ||
+                       ((dt == CLATTN_FP8 || dt == CLATTN_FP8_FNUZ) && G == 1 && x == hd / 4));
+      if (!ok) fake_fail("contract", "clattn_kv_row_size(%d, %d, %d) = %lld", (int)dt, hd, g, (long long)x);
+    }
+  } else if (sel == 5) {
+    const size_t w = clattn_rerope_bwd_workspace_size(a, b, c);
+    if (a > 0 && b > 0 && c > 0) {
+      const unsigned __int128 need = (unsigned __int128)a * (unsigned __int128)b * (unsigned __int128)c * 4;
+      if (need <= SIZE_MAX && w != (size_t)need)
+        fake_fail("workspace", "clattn_rerope_bwd_workspace_size(%lld, %lld, %lld) = %zu", (long long)a, (long long)b,
+                  (long long)c, w);
+      if (need > SIZE_MAX && w != 0 && w != SIZE_MAX)
+        fake_fail("workspace", "clattn_rerope_bwd_workspace_size(%lld, %lld, %lld) wraps to %zu", (long long)a,
+                  (long long)b, (long long)c, w);
+    }
+  } else {
+    const clattn_dtype dt = (clattn_dtype)(int)(int32_t)(uint32_t)(uint64_t)b;
+    (void)clattn_dtype_size(dt);
+    if (!clattn_dtype_name(dt)) fake_fail("contract", "clattn_dtype_name(%d) is NULL", (int)dt);
+    if (!clattn_status_string((clattn_status)(int)(int32_t)(uint32_t)(uint64_t)c))
+      fake_fail("contract", "clattn_status_string is NULL");
   }
   return CLATTN_SUCCESS;
 }
