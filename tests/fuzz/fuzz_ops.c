@@ -527,7 +527,7 @@ static void check_honoured(state *S, int i) {
       seen = true;
       uint64_t w[16];
       const int nw = arg_words(c, ai, w, 16);
-      if (nw > 0 && w[0] == off) off_ok = true;
+      if (nw > 0 && (w[0] == off || w[0] == (uint64_t)t->offset)) off_ok = true; /* in elements or bytes */
       if (base && nw > 0 && w[0] == base_off)
         for (int j = 0; j < c->nargs; j++)
           if (c->args[j].size == 8 && !c->args[j].mem && c->args[j].word[0] == (uint64_t)s->run_spacing) off_ok = true;
