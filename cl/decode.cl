@@ -304,39 +304,351 @@ static inline void store_block_rows(__local const float *acc, __local const floa
 #if MMA
 #include "decode_mma.clh"
 #else
+/* ---------------------------------------------------------------- the portable kernel's phases
+ *
+ * Per work-group: q rows into local memory (port_q), then per tile of WG
+ * keys: K staged (port_stage_k, KSTAGE) and the scores (port_scores, or
+ * port_scores_lanes with LANE_KEYS, both calling the logit hook), the
+ * softmax step (port_softmax), the values (port_values); then the key
+ * subsets combined (port_combine) and the rows stored. */
+
+/* Where the work-group's work lies: its sequence, KV head and rows, the
+ * keys [.., hi), this work-item and its (key subset, chunk) in the value pass. */
+typedef struct port_at {
+  int b, hk, r0, G, rows, hi, tid, ks, c;
+  kv_layout kl, vl, kssl, vssl;
+  kv_pages pg;
+} port_at;
+
+/* The block's q rows into local memory, pre-scaled by scale log2 e (zeros
+ * past the sequence's rows); the whole group calls it. */
+CLATTN_INLINE void port_q(__local float *q_l, __global const ELT(Q_DT) *q, long qbase, long sqm,
+                          long sqh, long sqd, float scale, const port_at *at) {
+  for (int i = at->tid; i < RB * D; i += WG) {
+    const int r = i / D, d = i % D, rr = at->r0 + r;
+    float x = 0.0f;
+    if (rr < at->rows)
+      x = LD(Q_DT, q, qbase + (rr / at->G) * sqm + (at->hk * at->G + rr % at->G) * sqh + d * sqd);
+    q_l[i] = x * scale * LOG2E;
+  }
+}
+
+#if KSTAGE
+/* 0. the tile's K rows into local memory: consecutive work-items read
+ * consecutive words of a row (coalesced); quantized rows word by word, float
+ * rows in 16-byte words with all KW loads in flight. The whole group calls it. */
+#if KV_Q
+CLATTN_INLINE void port_stage_k(__local uint *kq_l, __global const KV_ELT *k, int t0,
+                                const port_at *at) {
+  for (int i = at->tid; i < WG * KQ_X; i += WG) {
+    const int jj = i / KQ_X, w = i % KQ_X, jk = t0 + jj;
+    uint val = 0u;
+    if (jk < at->hi) {
+      const long row = kv_row(&at->kl, &at->pg, at->b, jk, at->hk);
+      if (row >= 0) val = k[row + w];
+    }
+    kq_l[jj * KQ_STRIDE + w] = val;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+#else
+CLATTN_INLINE void port_stage_k(__local uint4 *k_l, __global const KV_ELT *k, int t0,
+                                const port_at *at) {
+#pragma unroll
+  for (int i = at->tid; i < WG * KW; i += WG) {
+    const int jj = i / KW, w = i % KW, jk = t0 + jj;
+    uint4 val = (uint4)(0u);
+    if (jk < at->hi) {
+      const long row = kv_row(&at->kl, &at->pg, at->b, jk, at->hk);
+      if (row >= 0) val = *(const __global uint4 *)(k + row + w * KWORD_ELEMS);
+    }
+    k_l[jj * KSTRIDE + w] = val;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+#endif
+#endif
+
+#if LANE_KEYS
+/* 1. scores with a key's lanes: lane (ks, c) reads columns 8c.. of keys ks,
+ * ks + NS, ... of the tile at t0 (a key's NC lanes read its row in one
+ * coalesced sweep), dots them with its q columns qr, and the key's lanes sum
+ * their parts; the logit hook, the mask (lim), the tile's row maxima
+ * (tmax), and (paged) each key's V row. The loop is uniform over the group
+ * (the portable lane sum has barriers). */
+CLATTN_INLINE void port_scores_lanes(__local float (*s_l)[RB][WG], __local int (*tmax_l)[RB],
+                                     __local long (*vrow_l)[WG], int par, const float8 qr[RB],
+                                     __global const KV_ELT *k, __global const uint *k_ss,
+                                     __global const float *bias, clattn_view4 bv, const int lim[RB],
+                                     int t0, const port_at *at, __global int *err_flag) {
+  const int ks = at->ks, c = at->c;
+  (void)vrow_l, (void)k_ss;
+  for (int it = 0; it < WG / NS; it += KU) {
+    float8 kk[KU];
+    bool ok[KU];
+#pragma unroll
+    for (int u = 0; u < KU; u++) {
+      const int j = t0 + ks + (it + u) * NS;
+      long row = -1;
+      if (it + u < WG / NS && j < at->hi) {
+        row = kv_row(&at->kl, &at->pg, at->b, j, at->hk);
+        if (row < 0) *err_flag = 1; /* benign race: every writer stores 1 */
+      }
+      ok[u] = row >= 0;
+      kk[u] = (float8)(0.0f);
+      if (ok[u]) {
+#if KV_Q == 2
+        const float2 kss = scale_shift_unpack(k_ss[kv_row(&at->kssl, &at->pg, at->b, j, at->hk)]);
+#else
+        const float2 kss = (float2)(0.0f);
+#endif
+        kk[u] = KV_LOAD8(k, row, c, kss);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < KU; u++) {
+      const int jj = ks + (it + u) * NS, j = t0 + jj;
+      float part[RB];
+      for (int r = 0; r < RB; r++) part[r] = dot(qr[r].lo, kk[u].lo) + dot(qr[r].hi, kk[u].hi);
+      LANE_SUM_ROWS(part, RB, NC, WG, &s_l[par ^ 1][0][0]);
+      if (it + u < WG / NS) { /* uniform: past the tile when KU > WG / NS */
+        for (int r = 0; r < RB; r++) {
+          float s = part[r];
+          const int rr = at->r0 + r;
+          if (ok[u] && rr < at->rows)
+            s = decode_logit(s, bias, bv, at->b, at->hk * at->G + rr % at->G, rr / at->G, j);
+          s = (ok[u] && j < lim[r]) ? s : -INFINITY;
+          if (c == 0) s_l[par][r][jj] = s;
+#if PAGED
+          if (c == 0 && r == 0) vrow_l[par][jj] = ok[u] ? kv_row(&at->vl, &at->pg, at->b, j, at->hk) : -1;
+#endif
+          RAISE_MAX(&tmax_l[par][r], s);
+        }
+      }
+    }
+  }
+}
+#else
+/* 1. scores of key t0 + tid, read whole by this work-item (from the staged
+ * tile with KSTAGE): the quantized rows' scale and shift folded in per
+ * group, the logit hook, the mask (lim), the tile's row maxima (tmax), and
+ * (paged) the key's V row. */
+CLATTN_INLINE void port_scores(__local float (*s_l)[RB][WG], __local int (*tmax_l)[RB],
+                               __local long (*vrow_l)[WG], int par, __local const float *q_l,
+                               __local const float *qsum_l, __local const void *kstage,
+                               __global const KV_ELT *k, __global const uint *k_ss,
+                               __global const float *bias, clattn_view4 bv, const int lim[RB],
+                               int t0, const port_at *at, __global int *err_flag) {
+  const int tid = at->tid, j = t0 + tid;
+  (void)vrow_l, (void)qsum_l, (void)kstage, (void)k_ss;
+#if KSTAGE && KV_Q
+  __local const uint *kq_l = (__local const uint *)kstage;
+#elif KSTAGE
+  __local const uint4 *k_l = (__local const uint4 *)kstage;
+#endif
+#if PAGED
+  vrow_l[par][tid] = (j < at->hi) ? kv_row(&at->vl, &at->pg, at->b, j, at->hk) : -1;
+#endif
+  float sc[RB];
+  for (int r = 0; r < RB; r++) sc[r] = -INFINITY;
+  if (j < at->hi) {
+    const long row = kv_row(&at->kl, &at->pg, at->b, j, at->hk);
+    if (row < 0) {
+      *err_flag = 1; /* benign race: every writer stores 1 */
+    } else {
+#if KV_Q == 2
+      const float2 kss = scale_shift_unpack(k_ss[kv_row(&at->kssl, &at->pg, at->b, j, at->hk)]);
+#else
+      const float2 kss = (float2)(0.0f);
+#endif
+      float sdot[RB];
+      for (int r = 0; r < RB; r++) sdot[r] = 0.0f;
+      for (int g = 0; g < NG; g++) {
+        float part[RB];
+        for (int r = 0; r < RB; r++) part[r] = 0.0f;
+#pragma unroll
+        for (int cc = g * (NC / NG); cc < (g + 1) * (NC / NG); cc++) {
+#if KSTAGE && KV_Q
+          const float8 kk = KV_RAW8(kq_l, tid * KQ_STRIDE, cc);
+#elif KSTAGE
+          const float8 kk = kstaged8(k_l + tid * KSTRIDE, cc);
+#else
+          const float8 kk = KV_RAW8(k, row, cc);
+#endif
+          for (int r = 0; r < RB; r++) {
+            const float8 qq = vload8(0, q_l + r * D + cc * 8);
+            part[r] += dot(qq.lo, kk.lo) + dot(qq.hi, kk.hi);
+          }
+        }
+#if KV_Q
+#if KSTAGE
+        const float2 ss = KV_SS(kq_l, tid * KQ_STRIDE, g * (NC / NG), kss);
+#else
+        const float2 ss = KV_SS(k, row, g * (NC / NG), kss);
+#endif
+        for (int r = 0; r < RB; r++) sdot[r] += ss.x * part[r] + ss.y * qsum_l[r * NG + g];
+#else
+        for (int r = 0; r < RB; r++) sdot[r] += part[r];
+#endif
+      }
+      for (int r = 0; r < RB; r++) {
+        float s = sdot[r];
+        const int rr = at->r0 + r;
+        if (rr < at->rows)
+          s = decode_logit(s, bias, bv, at->b, at->hk * at->G + rr % at->G, rr / at->G, j);
+        sc[r] = (j < lim[r]) ? s : -INFINITY;
+      }
+    }
+  }
+  for (int r = 0; r < RB; r++) {
+    s_l[par][r][tid] = sc[r];
+    RAISE_MAX(&tmax_l[par][r], sc[r]);
+  }
+}
+#endif
+
+/* 2. the new running max (the same in every work-item, from the tile's
+ * maxima), the rescale of this work-item's state, and the probability of
+ * key tid in place of its score; the next tile's maxima reset. */
+CLATTN_INLINE void port_softmax(__local float (*s_l)[RB][WG], __local int (*tmax_l)[RB], int par,
+                                float m_run[RB], float l_run[RB], float8 acc[RB], float sh[RB],
+                                int tid) {
+  (void)sh;
+  for (int r = 0; r < RB; r++) {
+    const float sc = s_l[par][r][tid];
+    const float m_new = fmax(m_run[r], float_of_ord(tmax_l[par][r]));
+    float alpha = 1.0f;
+    if (m_new != -INFINITY) alpha = exp2(m_run[r] - m_new); /* 0 when m_run is -inf */
+    acc[r] *= alpha;
+    l_run[r] *= alpha;
+#if KV_Q
+    sh[r] *= alpha;
+#endif
+    m_run[r] = m_new;
+    s_l[par][r][tid] = (sc == -INFINITY) ? 0.0f : exp2(sc - m_new);
+  }
+  if (tid < RB) tmax_l[par ^ 1][tid] = ord_of(-INFINITY);
+}
+
+/* 3. values: keys ks, ks + NS, ... of the tile at t0, columns 8c .. 8c + 7,
+ * VU rows loaded before any is used so their latencies overlap. A row is
+ * read only when some query gives it weight (masked keys and rows outside
+ * the cache are never touched). */
+CLATTN_INLINE void port_values(__local const float (*s_l)[RB][WG], __local const long (*vrow_l)[WG],
+                               int par, float l_run[RB], float8 acc[RB], float sh[RB],
+                               __global const KV_ELT *v, __global const uint *v_ss, int t0,
+                               const port_at *at) {
+  const int ks = at->ks, c = at->c;
+  (void)sh, (void)vrow_l, (void)v_ss;
+#if PAGED
+#define V_ROW(jj) vrow_l[par][jj]
+#else
+#define V_ROW(jj) kv_row(&at->vl, &at->pg, at->b, t0 + (jj), at->hk)
+#endif
+  if (ks >= NS) return;
+  for (int jj0 = ks; jj0 < WG && t0 + jj0 < at->hi; jj0 += NS * VU) {
+    float8 vv[VU];
+    float2 vs[VU];
+    float p[VU][RB];
+#pragma unroll
+    for (int u = 0; u < VU; u++) {
+      const int jj = jj0 + u * NS;
+      const bool in = jj < WG && t0 + jj < at->hi;
+      float any = 0.0f;
+      for (int r = 0; r < RB; r++) {
+        p[u][r] = in ? s_l[par][r][jj] : 0.0f;
+        any += p[u][r];
+      }
+      const long row = (any != 0.0f) ? V_ROW(jj) : -1;
+      vv[u] = (float8)(0.0f);
+      vs[u] = (float2)(0.0f);
+      if (row >= 0) {
+#if KV_Q == 2
+        const float2 vss = scale_shift_unpack(v_ss[kv_row(&at->vssl, &at->pg, at->b, t0 + jj, at->hk)]);
+#else
+        const float2 vss = (float2)(0.0f);
+#endif
+        vv[u] = KV_RAW8(v, row, c);
+        vs[u] = KV_SS(v, row, c, vss);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < VU; u++)
+      for (int r = 0; r < RB; r++) {
+#if KV_Q
+        acc[r] += (p[u][r] * vs[u].x) * vv[u];
+        sh[r] += p[u][r] * vs[u].y;
+#else
+        acc[r] += p[u][r] * vv[u];
+#endif
+        l_run[r] += p[u][r];
+      }
+  }
+#undef V_ROW
+}
+
+/* Combines the key subsets into acc_l (rows of D) and l_l: they share the
+ * running max, so their sums simply add; the max into m_l. The whole group
+ * calls it. */
+CLATTN_INLINE void port_combine(__local float *acc_l, __local float *l_l, __local float *m_l,
+                                const float m_run[RB], const float l_run[RB], const float8 acc[RB],
+                                const port_at *at) {
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = 0; s < NS; s++) {
+    if (at->ks == s) {
+      for (int r = 0; r < RB; r++) {
+        __local float *dst = acc_l + r * D + at->c * 8;
+        const float8 prev = (s == 0) ? (float8)(0.0f) : vload8(0, dst);
+        vstore8(prev + acc[r], 0, dst);
+        if (at->c == 0) l_l[r] = ((s == 0) ? 0.0f : l_l[r]) + l_run[r];
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (at->tid == 0)
+    for (int r = 0; r < RB; r++) m_l[r] = m_run[r];
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* ---------------------------------------------------------------- the portable kernel */
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_partial(
     DECODE_PARTIAL_PARAMS) {
   DECODE_UNPACK();
-  const int tid = get_local_id(0);
+  port_at at;
+  at.tid = get_local_id(0);
   const int split = get_group_id(0);
-  const int hk = get_group_id(1) % Hkv;
-  const int r0 = (get_group_id(1) / Hkv) * RB;
-  const int b = get_group_id(2);
-  const int G = Hq / Hkv;
+  at.hk = get_group_id(1) % Hkv;
+  at.r0 = (get_group_id(1) / Hkv) * RB;
+  at.b = get_group_id(2);
+  at.G = Hq / Hkv;
+  const int tid = at.tid, b = at.b;
 
   const dseq sq = decode_seq(b, Mq, sqb, sqm, q_start, total_q, kv_len, kv_cap, err_flag,
-                             tid == 0 && split == 0 && r0 == 0 && hk == 0);
+                             tid == 0 && split == 0 && at.r0 == 0 && at.hk == 0);
   const int mq_count = sq.mq, n = sq.n;
-  const long q_base = sq.q_base; /* row mq of this sequence is at q_base + mq * sqm */
-  const int rows = G * mq_count;
-  if (r0 >= rows) return; /* uniform over the group */
+  at.rows = at.G * mq_count;
+  if (at.r0 >= at.rows) return; /* uniform over the group */
   const int lo = split * chunk;
-  int hi = min(lo + chunk, n);
-
-  kv_layout kl = {k_off, sk0, sk1, sk2}, vl = {v_off, sv0, sv1, sv2};
-  kv_layout kssl = {kss_off, skss0, skss1, skss2}, vssl = {vss_off, svss0, svss1, svss2};
-  kv_pages pg = {block_table, bt_stride, max_pages, PAGED ? page_size : 0, num_pages};
+  const kv_layout kl = {k_off, sk0, sk1, sk2}, vl = {v_off, sv0, sv1, sv2};
+  const kv_layout kssl = {kss_off, skss0, skss1, skss2}, vssl = {vss_off, svss0, svss1, svss2};
+  const kv_pages pg = {block_table, bt_stride, max_pages, PAGED ? page_size : 0, num_pages};
+  at.kl = kl;
+  at.vl = vl;
+  at.kssl = kssl;
+  at.vssl = vssl;
+  at.pg = pg;
 
   /* Row r of the block is query mq = (r0 + r) / G of head hk * G + (r0 + r) % G.
    * Causal: query mq sees keys j < n - mq_count + mq + 1. */
   int lim[RB];
   int lim_max = 0;
   for (int r = 0; r < RB; r++) {
-    const int rr = r0 + r;
-    lim[r] = (rr < rows) ? (CAUSAL ? n - mq_count + rr / G + 1 : n) : 0;
+    const int rr = at.r0 + r;
+    lim[r] = (rr < at.rows) ? (CAUSAL ? n - mq_count + rr / at.G + 1 : n) : 0;
     lim_max = max(lim_max, lim[r]);
   }
-  hi = min(hi, lim_max);
+  at.hi = min(min(lo + chunk, n), lim_max);
 
   __local float q_l[RB * D]; /* also the reduction buffer at the end */
   __local float s_l[2][RB][WG];
@@ -344,29 +656,30 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
   __local float l_l[RB], m_fin_l[RB];
 #if KSTAGE && KV_Q
   __local uint kq_l[WG * KQ_STRIDE];
+#define KSTAGE_L kq_l
 #elif KSTAGE
   __local uint4 k_l[WG * KSTRIDE];
-#endif
-#if PAGED
-  /* V row of each key of the tile, found once by the work-item that scores the
-   * key, so the value pass repeats no block-table lookups; by parity. (Dense
-   * rows are cheaper to recompute: H200, 0.41 against 0.63 ms.) */
-  __local long vrow_l[2][WG];
-#define V_ROW(jj) vrow_l[par][jj]
+#define KSTAGE_L k_l
 #else
-#define V_ROW(jj) kv_row(&vl, &pg, b, t0 + (jj), hk)
+#define KSTAGE_L NULL
+#endif
+  /* PAGED: V row of each key of the tile, found once by the work-item that
+   * scores the key, so the value pass repeats no block-table lookups; by
+   * parity. (Dense rows are cheaper to recompute: H200, 0.41 against 0.63 ms.) */
+#if PAGED
+  __local long vrow_l[2][WG];
+#define VROW_L vrow_l
+#else
+#define VROW_L NULL
 #endif
 #if KV_Q
   __local float qsum_l[RB * NG]; /* sum of each row's (scaled) q over each scale group */
+#define QSUM_L qsum_l
+#else
+#define QSUM_L NULL
 #endif
 
-  for (int i = tid; i < RB * D; i += WG) {
-    const int r = i / D, d = i % D, rr = r0 + r;
-    float x = 0.0f;
-    if (rr < rows)
-      x = LD(Q_DT, q, q_off + q_base + (rr / G) * sqm + (hk * G + rr % G) * sqh + d * sqd);
-    q_l[i] = x * scale * LOG2E;
-  }
+  port_q(q_l, q, q_off + sq.q_base, sqm, sqh, sqd, scale, &at);
   if (tid < RB) {
     tmax_l[0][tid] = ord_of(-INFINITY);
     tmax_l[1][tid] = ord_of(-INFINITY);
@@ -381,259 +694,41 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
   barrier(CLK_LOCAL_MEM_FENCE);
 #endif
 
-  float m_run[RB], l_run[RB];
+  float m_run[RB], l_run[RB], sh[RB]; /* sh: sum of p * shift, the V rows' shifts (KV_Q) */
   float8 acc[RB];
-#if KV_Q
-  float sh[RB]; /* sum of p * shift: the V rows' shifts, added to all 8 columns at the end */
-#endif
   for (int r = 0; r < RB; r++) {
     m_run[r] = -INFINITY;
     l_run[r] = 0.0f;
     acc[r] = (float8)(0.0f);
-#if KV_Q
     sh[r] = 0.0f;
-#endif
   }
-  const int ks = tid / NC, c = tid % NC;
-
+  at.ks = tid / NC;
+  at.c = tid % NC;
 #if LANE_KEYS
-  /* this lane's 8 columns of every row's q */
-  float8 qr[RB];
-  for (int r = 0; r < RB; r++) qr[r] = vload8(0, q_l + r * D + c * 8);
+  float8 qr[RB]; /* this lane's 8 columns of every row's q */
+  for (int r = 0; r < RB; r++) qr[r] = vload8(0, q_l + r * D + at.c * 8);
 #endif
 
   int par = 0;
-  for (int t0 = lo; t0 < hi; t0 += WG, par ^= 1) {
+  for (int t0 = lo; t0 < at.hi; t0 += WG, par ^= 1) {
 #if LANE_KEYS
-    /* 1. scores: lane (ks, c) reads columns 8c.. of keys ks, ks + NS, ... (a
-     * key's NC lanes read its row in one coalesced sweep), dots them with its
-     * q columns, and the key's lanes sum their parts. The loop is uniform over
-     * the group (the portable lane sum has barriers). */
-    for (int it = 0; it < WG / NS; it += KU) {
-      float8 kk[KU];
-      bool ok[KU];
-#pragma unroll
-      for (int u = 0; u < KU; u++) {
-        const int j = t0 + ks + (it + u) * NS;
-        long row = -1;
-        if (it + u < WG / NS && j < hi) {
-          row = kv_row(&kl, &pg, b, j, hk);
-          if (row < 0) *err_flag = 1; /* benign race: every writer stores 1 */
-        }
-        ok[u] = row >= 0;
-        kk[u] = (float8)(0.0f);
-        if (ok[u]) {
-#if KV_Q == 2
-          const float2 kss = scale_shift_unpack(k_ss[kv_row(&kssl, &pg, b, j, hk)]);
+    port_scores_lanes(s_l, tmax_l, VROW_L, par, qr, k, k_ss, bias, A.bias, lim, t0, &at, err_flag);
 #else
-          const float2 kss = (float2)(0.0f);
-#endif
-          kk[u] = KV_LOAD8(k, row, c, kss);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < KU; u++) {
-        const int jj = ks + (it + u) * NS, j = t0 + jj;
-        float part[RB];
-        for (int r = 0; r < RB; r++) part[r] = dot(qr[r].lo, kk[u].lo) + dot(qr[r].hi, kk[u].hi);
-        LANE_SUM_ROWS(part, RB, NC, WG, &s_l[par ^ 1][0][0]);
-        if (it + u < WG / NS) { /* uniform: past the tile when KU > WG / NS */
-          for (int r = 0; r < RB; r++) {
-            float s = part[r];
-#if HAS_BIAS
-            const int rr = r0 + r;
-            if (ok[u] && rr < rows)
-              s += LOG2E * bias[bias_off + b * sbb + (hk * G + rr % G) * sbh + (rr / G) * sbm +
-                                j * sbn];
-#endif
-            s = (ok[u] && j < lim[r]) ? s : -INFINITY;
-            if (c == 0) s_l[par][r][jj] = s;
-#if PAGED
-            if (c == 0 && r == 0) vrow_l[par][jj] = ok[u] ? kv_row(&vl, &pg, b, j, hk) : -1;
-#endif
-            RAISE_MAX(&tmax_l[par][r], s);
-          }
-        }
-      }
-    }
-#else
-#if KSTAGE && KV_Q
-    /* 0. the tile's quantized K rows into local memory, word by word:
-     * consecutive work-items read consecutive words of a row (coalesced) */
-    for (int i = tid; i < WG * KQ_X; i += WG) {
-      const int jj = i / KQ_X, w = i % KQ_X, jk = t0 + jj;
-      uint val = 0u;
-      if (jk < hi) {
-        const long row = kv_row(&kl, &pg, b, jk, hk);
-        if (row >= 0) val = k[row + w];
-      }
-      kq_l[jj * KQ_STRIDE + w] = val;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-#elif KSTAGE
-    /* 0. the tile's K rows into local memory: consecutive work-items read
-     * consecutive words of a row (coalesced), all KW loads in flight */
-#pragma unroll
-    for (int i = tid; i < WG * KW; i += WG) {
-      const int jj = i / KW, w = i % KW, jk = t0 + jj;
-      uint4 val = (uint4)(0u);
-      if (jk < hi) {
-        const long row = kv_row(&kl, &pg, b, jk, hk);
-        if (row >= 0) val = *(const __global uint4 *)(k + row + w * KWORD_ELEMS);
-      }
-      k_l[jj * KSTRIDE + w] = val;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-#endif
-    /* 1. scores of key t0 + tid, read whole by this work-item */
-    const int j = t0 + tid;
-#if PAGED
-    vrow_l[par][tid] = (j < hi) ? kv_row(&vl, &pg, b, j, hk) : -1;
-#endif
-    float sc[RB];
-    for (int r = 0; r < RB; r++) sc[r] = -INFINITY;
-    if (j < hi) {
-      const long row = kv_row(&kl, &pg, b, j, hk);
-      if (row < 0) {
-        *err_flag = 1; /* benign race: every writer stores 1 */
-      } else {
-#if KV_Q == 2
-        const float2 kss = scale_shift_unpack(k_ss[kv_row(&kssl, &pg, b, j, hk)]);
-#else
-        const float2 kss = (float2)(0.0f);
-#endif
-        float sdot[RB];
-        for (int r = 0; r < RB; r++) sdot[r] = 0.0f;
-        for (int g = 0; g < NG; g++) {
-          float part[RB];
-          for (int r = 0; r < RB; r++) part[r] = 0.0f;
-#pragma unroll
-          for (int cc = g * (NC / NG); cc < (g + 1) * (NC / NG); cc++) {
-#if KSTAGE && KV_Q
-            const float8 kk = KV_RAW8(kq_l, tid * KQ_STRIDE, cc);
-#elif KSTAGE
-            const float8 kk = kstaged8(k_l + tid * KSTRIDE, cc);
-#else
-            const float8 kk = KV_RAW8(k, row, cc);
-#endif
-            for (int r = 0; r < RB; r++) {
-              const float8 qq = vload8(0, q_l + r * D + cc * 8);
-              part[r] += dot(qq.lo, kk.lo) + dot(qq.hi, kk.hi);
-            }
-          }
-#if KV_Q
 #if KSTAGE
-          const float2 ss = KV_SS(kq_l, tid * KQ_STRIDE, g * (NC / NG), kss);
-#else
-          const float2 ss = KV_SS(k, row, g * (NC / NG), kss);
+    port_stage_k(KSTAGE_L, k, t0, &at);
 #endif
-          for (int r = 0; r < RB; r++) sdot[r] += ss.x * part[r] + ss.y * qsum_l[r * NG + g];
-#else
-          for (int r = 0; r < RB; r++) sdot[r] += part[r];
-#endif
-        }
-        for (int r = 0; r < RB; r++) {
-          float s = sdot[r];
-#if HAS_BIAS
-          const int rr = r0 + r;
-          if (rr < rows)
-            s += LOG2E * bias[bias_off + b * sbb + (hk * G + rr % G) * sbh + (rr / G) * sbm +
-                              j * sbn];
-#endif
-          sc[r] = (j < lim[r]) ? s : -INFINITY;
-        }
-      }
-    }
-    for (int r = 0; r < RB; r++) {
-      s_l[par][r][tid] = sc[r];
-      RAISE_MAX(&tmax_l[par][r], sc[r]);
-    }
+    port_scores(s_l, tmax_l, VROW_L, par, q_l, QSUM_L, KSTAGE_L, k, k_ss, bias, A.bias, lim, t0, &at,
+                err_flag);
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);
-
-    /* 2. new running max (the same in every work-item), probabilities of key tid */
-    for (int r = 0; r < RB; r++) {
-      const float sc = s_l[par][r][tid];
-      const float m_new = fmax(m_run[r], float_of_ord(tmax_l[par][r]));
-      float alpha = 1.0f;
-      if (m_new != -INFINITY) alpha = exp2(m_run[r] - m_new); /* 0 when m_run is -inf */
-      acc[r] *= alpha;
-      l_run[r] *= alpha;
-#if KV_Q
-      sh[r] *= alpha;
-#endif
-      m_run[r] = m_new;
-      s_l[par][r][tid] = (sc == -INFINITY) ? 0.0f : exp2(sc - m_new);
-    }
-    if (tid < RB) tmax_l[par ^ 1][tid] = ord_of(-INFINITY);
+    port_softmax(s_l, tmax_l, par, m_run, l_run, acc, sh, tid);
     barrier(CLK_LOCAL_MEM_FENCE);
-
-    /* 3. values: keys ks, ks + NS, ... of the tile, columns 8c .. 8c + 7,
-     * VU rows loaded before any is used so their latencies overlap. A row is
-     * read only when some query gives it weight (masked keys and rows outside
-     * the cache are never touched). */
-    if (ks < NS) {
-      for (int jj0 = ks; jj0 < WG && t0 + jj0 < hi; jj0 += NS * VU) {
-        float8 vv[VU];
-        float2 vs[VU];
-        float p[VU][RB];
-#pragma unroll
-        for (int u = 0; u < VU; u++) {
-          const int jj = jj0 + u * NS;
-          const bool in = jj < WG && t0 + jj < hi;
-          float any = 0.0f;
-          for (int r = 0; r < RB; r++) {
-            p[u][r] = in ? s_l[par][r][jj] : 0.0f;
-            any += p[u][r];
-          }
-          const long row = (any != 0.0f) ? V_ROW(jj) : -1;
-          vv[u] = (float8)(0.0f);
-          vs[u] = (float2)(0.0f);
-          if (row >= 0) {
-#if KV_Q == 2
-            const float2 vss = scale_shift_unpack(v_ss[kv_row(&vssl, &pg, b, t0 + jj, hk)]);
-#else
-            const float2 vss = (float2)(0.0f);
-#endif
-            vv[u] = KV_RAW8(v, row, c);
-            vs[u] = KV_SS(v, row, c, vss);
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < VU; u++)
-          for (int r = 0; r < RB; r++) {
-#if KV_Q
-            acc[r] += (p[u][r] * vs[u].x) * vv[u];
-            sh[r] += p[u][r] * vs[u].y;
-#else
-            acc[r] += p[u][r] * vv[u];
-#endif
-            l_run[r] += p[u][r];
-          }
-      }
-    }
+    port_values(s_l, VROW_L, par, l_run, acc, sh, v, v_ss, t0, &at);
   }
-
 #if KV_Q
   for (int r = 0; r < RB; r++) acc[r] += (float8)(sh[r]);
 #endif
-  /* Combine the key subsets: same running max, so sums simply add. */
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = 0; s < NS; s++) {
-    if (ks == s) {
-      for (int r = 0; r < RB; r++) {
-        __local float *dst = q_l + r * D + c * 8;
-        const float8 prev = (s == 0) ? (float8)(0.0f) : vload8(0, dst);
-        vstore8(prev + acc[r], 0, dst);
-        if (c == 0) l_l[r] = ((s == 0) ? 0.0f : l_l[r]) + l_run[r];
-      }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-
-  if (tid == 0)
-    for (int r = 0; r < RB; r++) m_fin_l[r] = m_run[r];
-  barrier(CLK_LOCAL_MEM_FENCE);
+  port_combine(q_l, l_l, m_fin_l, m_run, l_run, acc, &at);
 
   /* Output rows: packed (varlen, direct) or [b, mq, h] (also the partials' layout). */
 #if VARLEN && !SPLIT
@@ -642,6 +737,6 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
   const long ob = b, om0 = 0;
 #endif
   store_block_rows(q_l, l_l, m_fin_l, o, o_off + split * o_split + ob * sob, som, soh, sod, lse,
-                   lse_off + split * lse_split + ob * slb, slh, slm, om0, hk, G, r0, rows);
+                   lse_off + split * lse_split + ob * slb, slh, slm, om0, at.hk, at.G, at.r0, at.rows);
 }
 #endif /* MMA */
