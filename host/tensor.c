@@ -51,11 +51,12 @@ static clattn_tensor make(cl_mem buf, size_t offset, clattn_dtype dtype, int ndi
   t.offset = offset;
   t.dtype = dtype;
   t.ndim = ndim;
+  /* contiguous strides; past 2^63 they saturate, and the checks refuse the view */
   int64_t s = 1;
   for (int i = ndim - 1; i >= 0; i--) {
     t.shape[i] = shape[i];
     t.stride[i] = s;
-    s *= shape[i];
+    if (shape[i] < 0 || __builtin_mul_overflow(s, shape[i], &s)) s = INT64_MAX;
   }
   return t;
 }

@@ -560,7 +560,8 @@ CLATTN_API clattn_status clattn_rerope_bwd(clattn_context *ctx, cl_command_queue
                                            cl_uint num_wait, const cl_event *wait_list,
                                            cl_event *event);
 
-/* Bytes of f32 workspace the backward needs for Z * Hq * Nq rows. */
+/* Bytes of f32 workspace the backward needs for Z * Hq * Nq rows (0 when one is not
+ * positive, SIZE_MAX when the product overflows). */
 CLATTN_API size_t clattn_rerope_bwd_workspace_size(int64_t Z, int64_t Hq, int64_t Nq);
 
 /* On-the-fly rotary variant: the caller holds raw q and k only; the kernels

@@ -16,7 +16,15 @@
  * under 2^28 floats (1 GiB) so three of them fit any device's allocation. */
 int64_t clattn_baseline_stage_limit = (int64_t)1 << 28;
 #define INT_LIMIT ((int64_t)INT32_MAX)
-#define SOFTMAX_WG 128
+#define SOFTMAX_WG 128 /* at most: a smaller device takes the power of two it allows */
+#define STAGE_WG 256
+
+/* The largest power of two up to `want` the device runs in one work-group. */
+static size_t group_size(const clattn_context *ctx, size_t want) {
+  size_t n = want;
+  while (n > 1 && n > ctx->profile.max_work_group_size) n /= 2;
+  return n;
+}
 
 typedef struct bplan {
   int B, Mq, Mp, Hq, Hkv, G, D, N, total_q;
@@ -32,7 +40,7 @@ static clattn_status validate(const clattn_context *ctx, const clattn_decode_par
   if (clattn_present(&p->maybe_block_table))
     return clattn_fail(CLATTN_UNSUPPORTED,
                        "maybe_block_table: the CLBlast reference takes dense K/V only");
-  if (p->k.buf && !(CLATTN_FLOAT_DTYPES & CLATTN_DT(p->k.dtype)))
+  if (p->k.buf && ((unsigned)p->k.dtype >= 32 || !(CLATTN_FLOAT_DTYPES & CLATTN_DT(p->k.dtype))))
     return clattn_fail(CLATTN_UNSUPPORTED,
                        "k.dtype %s: the CLBlast reference takes f32, f16 or bf16 K/V only",
                        clattn_dtype_name(p->k.dtype));
@@ -111,9 +119,9 @@ static clattn_status stage(clattn_context *ctx, cl_command_queue queue, const cl
   clattn_status s = clattn_args_end(&a, name);
   if (s == CLATTN_SUCCESS) {
     const int64_t total = (int64_t)nb * n1 * t->shape[2] * t->shape[3];
-    int64_t groups = (total + 255) / 256;
+    int64_t groups = (total + STAGE_WG - 1) / STAGE_WG;
     if (groups > 65536) groups = 65536; /* the kernel strides over the rest */
-    size_t local = 256, global = (size_t)groups * local;
+    size_t local = group_size(ctx, STAGE_WG), global = (size_t)groups * local;
     s = clattn_launch(ctx, queue, k, name, 1, &global, &local, 0, NULL, NULL);
   }
   clReleaseKernel(k);
@@ -124,8 +132,9 @@ static clattn_status softmax(clattn_context *ctx, cl_command_queue queue,
                              const clattn_decode_params *p, const bplan *pl, cl_mem scores, int b0,
                              int nb, cl_mem lse) {
   char opts[128];
-  snprintf(opts, sizeof opts, "-DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DWG=%d", pl->varlen,
-           pl->causal, pl->bias, SOFTMAX_WG);
+  const size_t wg = group_size(ctx, SOFTMAX_WG);
+  snprintf(opts, sizeof opts, "-DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DWG=%zu", pl->varlen,
+           pl->causal, pl->bias, wg);
   static const char *name = "clattn_baseline_softmax";
   cl_kernel k = NULL;
   CLATTN_TRY(clattn_kernel_get(ctx, "baseline.cl", opts, name, &k));
@@ -143,8 +152,8 @@ static clattn_status softmax(clattn_context *ctx, cl_command_queue queue,
   clattn_arg_mem(&a, lse);
   clattn_status s = clattn_args_end(&a, name);
   if (s == CLATTN_SUCCESS) {
-    size_t local[3] = {SOFTMAX_WG, 1, 1};
-    size_t global[3] = {SOFTMAX_WG, (size_t)pl->Hq * pl->Mp, (size_t)nb};
+    size_t local[3] = {wg, 1, 1};
+    size_t global[3] = {wg, (size_t)pl->Hq * pl->Mp, (size_t)nb};
     s = clattn_launch(ctx, queue, k, name, 3, global, local, 0, NULL, NULL);
   }
   clReleaseKernel(k);

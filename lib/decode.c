@@ -376,7 +376,7 @@ static void plan_tokens(const clattn_context *ctx, const clattn_decode_params *p
  * and group of heads fills the device already. */
 static bool plan_stream(plan *pl, int64_t pairs, int64_t slots, int min_keys, int max_parts) {
   const int64_t nb = div_up(pl->pr.kv_cap, 16), total = pairs * nb;
-  if (nb < 2 || max_parts < 2 || pl->pr.kv_cap >= (1 << 30) || slots < 1) return false;
+  if (pairs < 1 || nb < 2 || max_parts < 2 || pl->pr.kv_cap >= (1 << 30) || slots < 1) return false;
   int64_t wb = div_up(total, slots);
   if (wb < div_up(min_keys, 16)) wb = div_up(min_keys, 16);
   if (wb < div_up(nb, max_parts - 1)) wb = div_up(nb, max_parts - 1); /* parts per pair <= max */

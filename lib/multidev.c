@@ -47,12 +47,14 @@ static clattn_status stage(const clattn_decode_shard *sh, const clattn_tensor *t
   const size_t bytes = (size_t)clattn_tensor_extent_bytes(t);
   void *host = malloc(bytes ? bytes : 4);
   if (!host) return clattn_fail(CLATTN_OUT_OF_MEMORY, "host staging of %zu bytes", bytes);
-  cl_int err = CL_SUCCESS;
-  if (bytes)
-    err = clEnqueueReadBuffer(sh->queue, t->buf, CL_TRUE, t->offset, bytes, host, 1, &ready, NULL);
+  /* an empty partial has no bytes to read, but its decode must still be done
+   * before the call's event completes */
+  cl_int err = bytes ? clEnqueueReadBuffer(sh->queue, t->buf, CL_TRUE, t->offset, bytes, host, 1,
+                                           &ready, NULL)
+                     : clWaitForEvents(1, &ready);
   if (err != CL_SUCCESS) {
     free(host);
-    return clattn_fail_cl(err, "clEnqueueReadBuffer", "a shard's partial");
+    return clattn_fail_cl(err, bytes ? "clEnqueueReadBuffer" : "clWaitForEvents", "a shard's partial");
   }
   cl_mem m = clCreateBuffer(to, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes ? bytes : 4, host, &err);
   free(host); /* COPY_HOST_PTR has taken its copy */

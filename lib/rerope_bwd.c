@@ -3,12 +3,17 @@
  * over query blocks). Deterministic: no float atomics anywhere. */
 #include "internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 size_t clattn_rerope_bwd_workspace_size(int64_t Z, int64_t Hq, int64_t Nq) {
   if (Z <= 0 || Hq <= 0 || Nq <= 0) return 0;
-  return (size_t)Z * (size_t)Hq * (size_t)Nq * sizeof(float);
+  size_t n;
+  if (__builtin_mul_overflow((size_t)Z, (size_t)Hq, &n) || __builtin_mul_overflow(n, (size_t)Nq, &n) ||
+      __builtin_mul_overflow(n, sizeof(float), &n))
+    return SIZE_MAX; /* no buffer holds it: the backward's checks refuse such shapes first */
+  return n;
 }
 
 /* The tensors of one backward call; the rotary variant passes q, k as q1/q2, k1/k2. */

@@ -83,7 +83,8 @@ typedef struct fake_arg {
   size_t size;      /* as given to clSetKernelArg */
   bool local;       /* __local size (value NULL) */
   cl_mem mem;       /* the buffer, when the value is a live cl_mem */
-  uint64_t word[8]; /* the value's first 64 bytes as 64-bit words (zero-padded) */
+  uint64_t word[64]; /* the value's first 512 bytes as 64-bit words (zero-padded): a
+                     * struct of views and scalars fits whole */
 } fake_arg;
 
 typedef struct fake_cmd {
