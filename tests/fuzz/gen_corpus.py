@@ -235,7 +235,7 @@ def dscalar(name):
 
 def findings():
     """Hand-written reproducers of defects the issue lists that a short fuzzing
-    run did not reach by itself (tests/fuzz/findings/README.md)."""
+    run did not reach by itself (tests/fuzz/regressions/FINDINGS.md)."""
     f = {}
     paged = header("decode", "h200") + dec_common(B=3, lse=0) + dec_kv(N=1000, paged=1, page=16, kv_len=1, flag=1)
     varlen = header("decode", "pocl") + dec_common(B=3, Mq=3, varlen=1, causal=1, maxq_set=1, lse=0) + dec_kv(N=64)
