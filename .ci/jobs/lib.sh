@@ -16,11 +16,13 @@ main_build() {
 }
 
 # meson_test BUILD LOG [meson test arguments]: the log goes to
-# BUILD/meson-logs/LOG.json; returns meson test's status.
+# BUILD/meson-logs/LOG.json; prints the wall and CPU seconds it took (CPU:
+# of every test process, what two cores share); returns meson test's status.
 meson_test() {
   local build=$1 log=$2 rc=0
+  local TIMEFORMAT="meson test $log: %R s wall, %U s user + %S s sys CPU"
   shift 2
-  meson test -C "$build" --logbase "$log" --print-errorlogs "$@" || rc=$?
+  time meson test -C "$build" --logbase "$log" --print-errorlogs "$@" || rc=$?
   case $build in /*) ;; *) build=$PWD/$build ;; esac
   echo "$build/meson-logs/$log.json" >> "$CI_TESTLOGS"
   return $rc
