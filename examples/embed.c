@@ -1,10 +1,11 @@
 /* Embedding clattn in an engine that already owns its OpenCL objects: the
  * engine's context, queue and KV-cache buffers are wrapped, never copied.
- * Build: cc embed.c $(pkg-config --cflags --libs clattn OpenCL) */
+ * Build: cc embed.c $(pkg-config --cflags --libs clattn); it compiles as C++ too. */
 #include <clattn.h>
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { B = 2, HQ = 8, HKV = 2, D = 64, CTX = 256 }; /* f32 q/o and K/V, one query per sequence */
 
@@ -16,7 +17,7 @@ typedef struct engine { /* stands for the host application's state */
 } engine;
 
 static cl_mem make(engine *e, size_t n, float value) {
-  float *host = malloc(n * sizeof *host);
+  float *host = (float *)malloc(n * sizeof *host);
   for (size_t i = 0; i < n; i++) host[i] = value * (float)((i * 7919) % 13) / 13.0f;
   cl_mem m = clCreateBuffer(e->cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof *host, host, NULL);
   free(host);
@@ -29,7 +30,9 @@ static int fail(const char *what, clattn_status s) {
 }
 
 int main(void) {
-  engine e = {0};
+  engine e;
+  memset(&e, 0, sizeof e); /* not `= {0}`: C++ warns about the fields it leaves out */
+  printf("clattn %s\n", clattn_version(NULL, NULL, NULL)); /* the library running, not the header */
   cl_platform_id plat;
   if (clGetPlatformIDs(1, &plat, NULL) != CL_SUCCESS ||
       clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &e.dev, NULL) != CL_SUCCESS) {
@@ -49,7 +52,8 @@ int main(void) {
   if (s != CLATTN_SUCCESS) return fail("clattn_context_create", s);
 
   /* every step: describe the engine's buffers and enqueue on its queue */
-  clattn_decode_params p = {0};
+  clattn_decode_params p;
+  memset(&p, 0, sizeof p); /* every optional input absent */
   p.q = clattn_tensor_4d(e.q, 0, CLATTN_F32, B, 1, HQ, D);
   p.k = clattn_tensor_4d(e.k_cache, 0, CLATTN_F32, B, CTX, HKV, D);
   p.v = clattn_tensor_4d(e.v_cache, 0, CLATTN_F32, B, CTX, HKV, D);

@@ -58,6 +58,11 @@ extern "C" {
 #define CLATTN_VERSION_MINOR 1
 #define CLATTN_VERSION_PATCH 0
 
+/* The version of the library that is running, "MAJOR.MINOR.PATCH" (static);
+ * the macros above are the header's, which a program was compiled against:
+ * with a shared library the two can differ. Any out-pointer may be NULL. */
+CLATTN_API const char *clattn_version(int *major, int *minor, int *patch);
+
 /* ------------------------------------------------------------------ status */
 
 typedef enum clattn_status {

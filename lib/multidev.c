@@ -65,6 +65,27 @@ static clattn_status stage(const clattn_decode_shard *sh, const clattn_tensor *t
   return CLATTN_SUCCESS;
 }
 
+/* The result (o, lse) shares no element with a shard's inputs in its context
+ * (o may be the shards' q itself, as decode's o may be its q: the merge
+ * writes it after every decode has read it). */
+static clattn_status check_result_apart(const clattn_decode_multi_params *p, int j) {
+  const clattn_decode_params *sp = &p->shards[j].params;
+  char names[9][48];
+  static const char *what[9] = {"q", "k", "v", "maybe_k_scale_shift", "maybe_v_scale_shift",
+                                "maybe_kv_len", "maybe_bias", "maybe_block_table", "maybe_q_start"};
+  const clattn_tensor *ts[9] = {&sp->q, &sp->k, &sp->v, &sp->maybe_k_scale_shift,
+                                &sp->maybe_v_scale_shift, &sp->maybe_kv_len, &sp->maybe_bias,
+                                &sp->maybe_block_table, &sp->maybe_q_start};
+  clattn_named ins[9];
+  for (int i = 0; i < 9; i++) {
+    snprintf(names[i], sizeof names[i], "shards[%d].params.%s", j, what[i]);
+    ins[i] = (clattn_named){(i == 0 && clattn_same_view(&p->o, &sp->q)) ? NULL : ts[i], names[i]};
+  }
+  const clattn_named outs[2] = {{&p->o, "o"}, {&p->maybe_lse, "maybe_lse"}};
+  CLATTN_TRY(clattn_check_aliasing(outs, 2, ins, 9));
+  return clattn_check_apart(&p->maybe_lse, "maybe_lse", &sp->q, names[0]);
+}
+
 clattn_status clattn_decode_multi(const clattn_decode_multi_params *p, cl_uint num_wait,
                                   const cl_event *wait_list, cl_event *event) {
   clattn_clear_error();
@@ -104,6 +125,8 @@ clattn_status clattn_decode_multi(const clattn_decode_multi_params *p, cl_uint n
     pl[j] = sh->params.maybe_lse;
   }
   clattn_status s = clattn_merge_workspace_size(ctx0, &mp, NULL);
+  for (int j = 0; j < n && s == CLATTN_SUCCESS; j++)
+    if (same[j]) s = check_result_apart(p, j);
 
   /* Shards of other contexts cannot wait on our events: the host waits. */
   if (s == CLATTN_SUCCESS && any_other && num_wait) {

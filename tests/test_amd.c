@@ -16,6 +16,7 @@
  * optimisations are where the time goes, not where target errors show.
  * Compiles run $CLATTN_AMD_JOBS (default 4, at most the CPU count) at a time. */
 #include "common.h"
+#include "part.h"
 #include "internal.h"
 
 #include <fcntl.h>
@@ -246,7 +247,7 @@ static int suite_cleanup(void) {
   return 0;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("amd", suite_init, suite_cleanup);
   CU_add_test(s, "variants enumerated", test_variants);
@@ -262,5 +263,6 @@ int main(void) {
   } else {
     fprintf(stderr, "note: clang-16 not found: gfx942 and gfx1100 are not compiled\n");
   }
+  if (!select_part(argc, argv)) return 1; /* tests/part.h */
   return run_suites();
 }

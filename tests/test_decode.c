@@ -2,6 +2,7 @@
  * dims, GQA/MQA, lengths, splits, causal, bias, lse, strided views, paged
  * caches, varlen queries, and the error paths. */
 #include "common.h"
+#include "part.h"
 #include "internal.h"
 #include "ref.h"
 
@@ -658,7 +659,7 @@ static void test_mma(void) {
 void add_decode_error_tests(CU_pSuite s); /* test_decode_errors.c */
 void add_decode_quant_tests(CU_pSuite s); /* test_decode_quant.c */
 
-int main(void) {
+int main(int argc, char **argv) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("decode", fixture_init, fixture_cleanup);
   add_decode_error_tests(s);
@@ -678,5 +679,6 @@ int main(void) {
   CU_add_test(s, "lane-per-chunk score pass", test_lane_keys);
   CU_add_test(s, "K tiles staged in local memory", test_kstage);
   CU_add_test(s, "tensor-core form (PTX emulated off NVIDIA)", test_mma);
+  if (!select_part(argc, argv)) return 1; /* tests/part.h */
   return run_suites();
 }

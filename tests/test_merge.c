@@ -6,6 +6,7 @@
  * analytic gradient and central finite differences. Multi-device decode and
  * the error paths are in test_merge_multi.c. */
 #include "test_merge.h"
+#include "part.h"
 #include "internal.h"
 #include "ref.h"
 #include "ref_merge.h"
@@ -607,7 +608,7 @@ static void test_backward(void) {
   run_backward(&c);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("merge", fixture_init, fixture_cleanup);
   add_merge_error_tests(s);
@@ -619,5 +620,6 @@ int main(void) {
   CU_add_test(s, "split-K reduce of decode, dense and varlen", test_strided_reduce);
   CU_add_test(s, "backward vs analytic and finite differences", test_backward);
   add_merge_multi_tests(s);
+  if (!select_part(argc, argv)) return 1; /* tests/part.h */
   return run_suites();
 }

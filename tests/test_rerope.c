@@ -7,6 +7,7 @@
  * Developers: RR_ONLY=<substring> runs only the cases whose name has it,
  * RR_VERBOSE=1 prints every comparison's largest error. */
 #include "common.h"
+#include "part.h"
 #include "internal.h"
 #include "ref_rerope.h"
 
@@ -772,7 +773,7 @@ static void test_errors(void) {
   buf_release(&posm);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("rerope", fixture_init, fixture_cleanup);
   CU_add_test(s, "reference gradients vs finite differences", test_reference_gradients);
@@ -785,5 +786,6 @@ int main(void) {
   CU_add_test(s, "rotary neox/interleaved, positions default/shared/per-batch", test_rotary);
   CU_add_test(s, "rotary f16 against the explicit kernels", test_rotary_f16);
   CU_add_test(s, "tensor-core kernels (PTX emulated off NVIDIA)", test_mma);
+  if (!select_part(argc, argv)) return 1; /* tests/part.h */
   return run_suites();
 }

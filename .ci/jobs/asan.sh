@@ -5,10 +5,11 @@
 # kernel's stray write fails them as an ASan report fails the host code.
 # LeakSanitizer is on for clattn and the tests; PoCL's and the ICD loader's
 # own allocations at exit are suppressed (.ci/lsan.supp says which and why).
-# Needs the packages .ci/run installs; kernels come from PoCL's cache when
-# the main job has built them. Runs from any folder; exits non-zero on failure.
+# Needs the packages .ci/run installs; kernels come from PoCL's cache of the
+# main job (.ci/run: CACHES_OF). Runs from any folder; exits non-zero on failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+. .ci/jobs/lib.sh
 
 export CLATTN_DEVICE="${CLATTN_DEVICE:-Portable Computing Language}"
 export CI="${CI:-true}"
@@ -18,8 +19,8 @@ export LSAN_OPTIONS="suppressions=$PWD/.ci/lsan.supp:print_suppressions=0${LSAN_
 
 dir=build-asan
 opts=(-Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized
-  -Dc_args=-fno-sanitize-recover=all -Dclblast=enabled -Damd_check=disabled -Dexamples=true
-  -Dtests=true)
+  -Dc_args=-fno-sanitize-recover=all -Dclblast=enabled -Damd_check=disabled -Dexamples=enabled
+  -Dtests=enabled)
 if [ -d "$dir" ]; then
   meson setup --reconfigure "$dir" "${opts[@]}"
 else
@@ -28,6 +29,6 @@ fi
 ninja -C "$dir"
 # the suites (threads and leak have their own jobs with TSan and RSS bounds;
 # under ASan they still run, for memory errors), then the CLI on the same build
-suites=$(meson test -C "$dir" --list 2>/dev/null | grep -v '^amd$' | tr '\n' ' ')
-meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 $suites
-bash .ci/jobs/cli.sh "$dir"
+step meson_test "$dir" asan --no-rebuild --no-suite amd --no-suite amd-full
+step bash .ci/jobs/cli.sh "$dir"
+exit $((failed > 0))

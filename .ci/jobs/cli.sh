@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Every `clattn` subcommand and mode on small shapes, each checked against
 # its reference by the CLI itself (exit status 1 on a failed check): a broken
-# CLI path cannot land. Usage: .ci/jobs/cli.sh [build dir] (default build-ci).
+# CLI path cannot land. Usage: .ci/jobs/cli.sh [build dir] (default build-ci/main).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-bin="${1:-build-ci}/clattn"
+bin="${1:-build-ci/main}/clattn"
 [ -x "$bin" ] || { echo "cli: $bin not built"; exit 1; }
 export CLATTN_DEVICE="${CLATTN_DEVICE:-Portable Computing Language}"
 

@@ -13,7 +13,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 secs="${FUZZ_SECONDS:-120}"
 export CC="${FUZZ_CC:-clang}"
-opts=(-Dfuzz=enabled -Dtests=false -Dexamples=false -Dclblast=auto -Damd_check=disabled)
+opts=(-Dfuzz=enabled -Dtests=disabled -Dexamples=disabled -Dclblast=auto -Damd_check=disabled)
 if [ -d build-fuzz ]; then
   meson setup --reconfigure build-fuzz "${opts[@]}"
 else

@@ -16,7 +16,7 @@ export CLATTN_LEAK_CYCLES="${CLATTN_LEAK_CYCLES:-40}"
 
 dir=build-leak
 opts=(-Db_sanitize=none -Dbuildtype=debugoptimized -Dclblast=enabled -Damd_check=disabled
-  -Dexamples=false -Dtests=true)
+  -Dexamples=disabled -Dtests=enabled)
 if [ -d "$dir" ]; then
   meson setup --reconfigure "$dir" "${opts[@]}"
 else

@@ -21,7 +21,7 @@ export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1${TSAN_OPTIONS:+ $TS
 
 dir=build-tsan
 opts=(-Db_sanitize=thread -Dbuildtype=debugoptimized -Dclblast=disabled -Damd_check=disabled
-  -Dexamples=false -Dtests=true)
+  -Dexamples=disabled -Dtests=enabled)
 if [ -d "$dir" ]; then
   meson setup --reconfigure "$dir" "${opts[@]}"
 else

@@ -462,10 +462,13 @@ int cmp(const void *x, const void *y) {
 }
 
 /* The one aliasing clattn.h allows: clattn_decode's o may be q itself (the
- * same buffer, offset, dtype, shape and the strides that step). */
+ * same buffer, offset, dtype, shape and the strides that step), and
+ * decode_multi's o a shard's q. */
 static bool same_view_exception(const state *S, const slot *x, const slot *y) {
-  if (strncmp(S->op->name, "decode", 6) != 0 || strcmp(S->op->name, "decode_multi") == 0) return false;
-  if (!(strcmp(x->name, "o") == 0 && strcmp(y->name, "q") == 0)) return false;
+  if (strncmp(S->op->name, "decode", 6) != 0) return false;
+  const size_t ny = strlen(y->name);
+  if (!(strcmp(x->name, "o") == 0 && ny >= 1 && (strcmp(y->name, "q") == 0 || (ny > 2 && strcmp(y->name + ny - 2, ".q") == 0))))
+    return false;
   const clattn_tensor *a = x->t, *b = y->t;
   if (a->buf != b->buf || a->offset != b->offset || a->dtype != b->dtype || a->ndim != b->ndim) return false;
   for (int i = 0; i < a->ndim && i < CLATTN_MAX_DIMS; i++)
