@@ -65,25 +65,57 @@ static clattn_status stage(const clattn_decode_shard *sh, const clattn_tensor *t
   return CLATTN_SUCCESS;
 }
 
+/* Shard j's inputs, named as the caller wrote them. */
+enum { SHARD_INS = 9 };
+static void shard_inputs(const clattn_decode_multi_params *p, int j, char names[SHARD_INS][48],
+                         clattn_named ins[SHARD_INS]) {
+  const clattn_decode_params *sp = &p->shards[j].params;
+  static const char *what[SHARD_INS] = {"q", "k", "v", "maybe_k_scale_shift",
+                                        "maybe_v_scale_shift", "maybe_kv_len", "maybe_bias",
+                                        "maybe_block_table", "maybe_q_start"};
+  const clattn_tensor *ts[SHARD_INS] = {&sp->q, &sp->k, &sp->v, &sp->maybe_k_scale_shift,
+                                        &sp->maybe_v_scale_shift, &sp->maybe_kv_len, &sp->maybe_bias,
+                                        &sp->maybe_block_table, &sp->maybe_q_start};
+  for (int i = 0; i < SHARD_INS; i++) {
+    snprintf(names[i], sizeof names[i], "shards[%d].params.%s", j, what[i]);
+    ins[i] = (clattn_named){ts[i], names[i]};
+  }
+}
+
 /* The result (o, lse) shares no element with a shard's inputs in its context
  * (o may be the shards' q itself, as decode's o may be its q: the merge
  * writes it after every decode has read it). */
 static clattn_status check_result_apart(const clattn_decode_multi_params *p, int j) {
-  const clattn_decode_params *sp = &p->shards[j].params;
-  char names[9][48];
-  static const char *what[9] = {"q", "k", "v", "maybe_k_scale_shift", "maybe_v_scale_shift",
-                                "maybe_kv_len", "maybe_bias", "maybe_block_table", "maybe_q_start"};
-  const clattn_tensor *ts[9] = {&sp->q, &sp->k, &sp->v, &sp->maybe_k_scale_shift,
-                                &sp->maybe_v_scale_shift, &sp->maybe_kv_len, &sp->maybe_bias,
-                                &sp->maybe_block_table, &sp->maybe_q_start};
-  clattn_named ins[9];
-  for (int i = 0; i < 9; i++) {
-    snprintf(names[i], sizeof names[i], "shards[%d].params.%s", j, what[i]);
-    ins[i] = (clattn_named){(i == 0 && clattn_same_view(&p->o, &sp->q)) ? NULL : ts[i], names[i]};
-  }
+  char names[SHARD_INS][48];
+  clattn_named ins[SHARD_INS];
+  shard_inputs(p, j, names, ins);
+  const clattn_tensor *q = ins[0].t;
+  if (clattn_same_view(&p->o, q)) ins[0].t = NULL;
   const clattn_named outs[2] = {{&p->o, "o"}, {&p->maybe_lse, "maybe_lse"}};
-  CLATTN_TRY(clattn_check_aliasing(outs, 2, ins, 9));
-  return clattn_check_apart(&p->maybe_lse, "maybe_lse", &sp->q, names[0]);
+  CLATTN_TRY(clattn_check_aliasing(outs, 2, ins, SHARD_INS));
+  return clattn_check_apart(&p->maybe_lse, "maybe_lse", q, names[0]);
+}
+
+/* Shards of one context may run at once (on several queues): what shard j
+ * writes (o, lse, workspace) shares no element with anything shard i reads
+ * or writes. (Both may set one error flag.) */
+static clattn_status check_shards_apart(const clattn_decode_multi_params *p, int j, int i) {
+  char names[SHARD_INS + 3][48];
+  clattn_named ins[SHARD_INS + 3];
+  shard_inputs(p, i, names, ins);
+  const clattn_decode_params *si = &p->shards[i].params, *sj = &p->shards[j].params;
+  const clattn_tensor *others[3] = {&si->o, &si->maybe_lse, &si->maybe_workspace};
+  static const char *what[3] = {"o", "maybe_lse", "maybe_workspace"};
+  char outn[3][48];
+  clattn_named outs[3];
+  const clattn_tensor *mine[3] = {&sj->o, &sj->maybe_lse, &sj->maybe_workspace};
+  for (int k = 0; k < 3; k++) {
+    snprintf(names[SHARD_INS + k], sizeof names[0], "shards[%d].params.%s", i, what[k]);
+    ins[SHARD_INS + k] = (clattn_named){others[k], names[SHARD_INS + k]};
+    snprintf(outn[k], sizeof outn[k], "shards[%d].params.%s", j, what[k]);
+    outs[k] = (clattn_named){mine[k], outn[k]};
+  }
+  return clattn_check_aliasing(outs, 3, ins, SHARD_INS + 3);
 }
 
 clattn_status clattn_decode_multi(const clattn_decode_multi_params *p, cl_uint num_wait,
@@ -127,6 +159,9 @@ clattn_status clattn_decode_multi(const clattn_decode_multi_params *p, cl_uint n
   clattn_status s = clattn_merge_workspace_size(ctx0, &mp, NULL);
   for (int j = 0; j < n && s == CLATTN_SUCCESS; j++)
     if (same[j]) s = check_result_apart(p, j);
+  for (int j = 0; j < n && s == CLATTN_SUCCESS; j++)
+    for (int i = 0; i < n && s == CLATTN_SUCCESS; i++)
+      if (i != j && p->shards[i].ctx->cl == p->shards[j].ctx->cl) s = check_shards_apart(p, j, i);
 
   /* Shards of other contexts cannot wait on our events: the host waits. */
   if (s == CLATTN_SUCCESS && any_other && num_wait) {

@@ -103,7 +103,8 @@ static const field fields[] = {
     I(dec.kv_groups, "dec.kv_groups"), I(dec.batch, "dec.batch"), I(dec.max_q_len, "dec.max_q_len"),
     F(dec.scale, "dec.scale"), I(dec.num_splits, "dec.num_splits"),
     I(mul.n, "mul.n"), T(mul.o, "mul.o"), T(mul.maybe_lse, "mul.maybe_lse"),
-    T(shards[0].params.o, "s0.o"), T(shards[1].params.k, "s1.k"), T(shards[1].params.v, "s1.v"),
+    T(shards[0].params.o, "s0.o"), T(shards[0].params.q, "s0.q"),
+    T(shards[0].params.maybe_lse, "s0.maybe_lse"), T(shards[1].params.k, "s1.k"), T(shards[1].params.v, "s1.v"),
     T(shards[1].params.q, "s1.q"), T(shards[1].params.o, "s1.o"),
     T(shards[1].params.maybe_lse, "s1.maybe_lse"),
     T(shards[1].params.maybe_workspace, "s1.maybe_workspace"),
@@ -354,6 +355,11 @@ static const bad cases[] = {
     {MULTI, {ALIAS("mul.maybe_lse", "s1.maybe_lse", 0)}, INV, {"maybe_lse overlaps parts_lse[1]", ""}},
     {MULTI, {FOREIGN("s1.q")}, INV, {"shards[1]: q.buf belongs to another cl_context", ""}},
     {MULTI, {ALIAS("s1.o", "s1.k", 0)}, INV, {"shards[1]: o overlaps k", ""}},
+    /* shards of one context may run at once: one's outputs apart from the other's tensors */
+    {MULTI, {ALIAS("s1.o", "s0.q", 0)}, INV, {"shards[1].params.o overlaps shards[0].params.q", ""}},
+    {MULTI, {ALIAS("s1.o", "s0.o", 0)}, INV, {"shards[0].params.o overlaps shards[1].params.o", ""}},
+    {MULTI, {ALIAS("s0.maybe_lse", "s1.maybe_lse", 0)}, INV,
+     {"shards[0].params.maybe_lse overlaps shards[1].params.maybe_lse", ""}},
     {MULTI, {SH("mul.o", 2, 2)}, SHP, {"o.shape[2] is 2", "expected 4"}},
 
     /* ---- kv_append: f32 rows into an f16 cache, three rows of two sequences */
