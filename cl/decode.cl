@@ -297,9 +297,23 @@ static inline void store_block_rows(__local const float *acc, __local const floa
             chunk = A.chunk, nrb = A.nrb, slots = A.slots;                                     \
   const float scale = A.scale;                                                                 \
   if (kv_len) kv_len += A.kvl_off;                                                             \
-  if (block_table) block_table += A.bt_off;                                                    \
-  if (q_start) q_start += A.qs_off;                                                            \
+  DECODE_REBASE_PAGED(block_table, A.bt_off);                                                  \
+  DECODE_REBASE_VARLEN(q_start, A.qs_off);                                                     \
   err_flag += A.flag_off
+
+/* The block table and q_start exist exactly when PAGED and VARLEN: moved
+ * unconditionally (a NULL test kept in the loop cost NVIDIA's compiler a
+ * select per page). */
+#if PAGED
+#define DECODE_REBASE_PAGED(p, off) p += (off)
+#else
+#define DECODE_REBASE_PAGED(p, off) (void)(p)
+#endif
+#if VARLEN
+#define DECODE_REBASE_VARLEN(p, off) p += (off)
+#else
+#define DECODE_REBASE_VARLEN(p, off) (void)(p)
+#endif
 
 #if MMA
 #include "decode_mma.clh"
