@@ -462,13 +462,18 @@ int cmp(const void *x, const void *y) {
 }
 
 /* The one aliasing clattn.h allows: clattn_decode's o may be q itself (the
- * same buffer, offset, dtype, shape and the strides that step), and
- * decode_multi's o a shard's q. */
+ * same buffer, offset, dtype, shape and the strides that step), decode_multi's
+ * o a shard's q, and a shard's o its own q (shards[j].o over shards[j].q). */
 static bool same_view_exception(const state *S, const slot *x, const slot *y) {
   if (strncmp(S->op->name, "decode", 6) != 0) return false;
-  const size_t ny = strlen(y->name);
-  if (!(strcmp(x->name, "o") == 0 && ny >= 1 && (strcmp(y->name, "q") == 0 || (ny > 2 && strcmp(y->name + ny - 2, ".q") == 0))))
-    return false;
+  const size_t nx = strlen(x->name), ny = strlen(y->name);
+  bool pair;
+  if (strcmp(x->name, "o") == 0) /* the result: over any shard's q */
+    pair = strcmp(y->name, "q") == 0 || (ny > 2 && strcmp(y->name + ny - 2, ".q") == 0);
+  else /* a shard's o: over that shard's q only */
+    pair = nx > 2 && nx == ny && strcmp(x->name + nx - 2, ".o") == 0 &&
+           strcmp(y->name + ny - 2, ".q") == 0 && strncmp(x->name, y->name, nx - 2) == 0;
+  if (!pair) return false;
   const clattn_tensor *a = x->t, *b = y->t;
   if (a->buf != b->buf || a->offset != b->offset || a->dtype != b->dtype || a->ndim != b->ndim) return false;
   for (int i = 0; i < a->ndim && i < CLATTN_MAX_DIMS; i++)
