@@ -54,6 +54,10 @@ clattn_status clattn_check_tensor(const clattn_context *ctx, const clattn_tensor
 /* t->shape[axis] must equal `expect` (`what` names where expect comes from). */
 clattn_status clattn_check_dim(const clattn_tensor *t, const char *name, int axis,
                                int64_t expect, const char *what);
+/* Elements along axis lie next to each other (stride 1; any stride when the
+ * axis has one element): the kernels read it so. why: said in the message. */
+clattn_status clattn_check_unit_stride(const clattn_tensor *t, const char *name, int axis,
+                                       const char *why);
 /* v in [lo, hi], else CLATTN_INVALID_ARGUMENT "what is v, outside [lo, hi]". */
 clattn_status clattn_check_range(int64_t v, int64_t lo, int64_t hi, const char *what);
 /* Element offset of the view (offset / element size). */

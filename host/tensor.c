@@ -180,6 +180,14 @@ clattn_status clattn_check_dim(const clattn_tensor *t, const char *name, int axi
   return CLATTN_SUCCESS;
 }
 
+clattn_status clattn_check_unit_stride(const clattn_tensor *t, const char *name, int axis,
+                                       const char *why) {
+  if (t->shape[axis] > 1 && t->stride[axis] != 1)
+    return clattn_fail(CLATTN_UNSUPPORTED, "%s.stride[%d] is %lld: it must be 1 (%s)", name, axis,
+                       (long long)t->stride[axis], why);
+  return CLATTN_SUCCESS;
+}
+
 clattn_status clattn_check_range(int64_t v, int64_t lo, int64_t hi, const char *what) {
   if (v < lo || v > hi)
     return clattn_fail(CLATTN_INVALID_ARGUMENT, "%s is %lld, outside [%lld, %lld]", what,

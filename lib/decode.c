@@ -109,7 +109,8 @@ static clattn_status check_batch(const clattn_context *ctx, const clattn_decode_
                          p->max_q_len, (long long)p->q.shape[1]);
     pr->Mq = p->max_q_len ? p->max_q_len : pr->total_q;
     CLATTN_TRY(clattn_check_tensor(ctx, &p->maybe_q_start, "maybe_q_start", 1, CLATTN_DT(CLATTN_I32)));
-    return clattn_check_dim(&p->maybe_q_start, "maybe_q_start", 0, (int64_t)pr->B + 1, "batch + 1");
+    CLATTN_TRY(clattn_check_dim(&p->maybe_q_start, "maybe_q_start", 0, (int64_t)pr->B + 1, "batch + 1"));
+    return clattn_check_unit_stride(&p->maybe_q_start, "maybe_q_start", 0, "the kernels read it packed");
   }
   pr->B = (int)p->q.shape[0];
   pr->Mq = (int)p->q.shape[1];
@@ -185,6 +186,7 @@ static clattn_status check_io(const clattn_context *ctx, const clattn_decode_par
   if (clattn_present(&p->maybe_kv_len)) {
     CLATTN_TRY(clattn_check_tensor(ctx, &p->maybe_kv_len, "maybe_kv_len", 1, CLATTN_DT(CLATTN_I32)));
     CLATTN_TRY(clattn_check_dim(&p->maybe_kv_len, "maybe_kv_len", 0, pr->B, "batch B"));
+    CLATTN_TRY(clattn_check_unit_stride(&p->maybe_kv_len, "maybe_kv_len", 0, "the kernels read it packed"));
   }
   if (pr->bias) {
     const clattn_tensor *t = &p->maybe_bias;
