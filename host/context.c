@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-clattn_status clattn_select_device(const char *selector, cl_device_id *out);
 
 static void default_cache_dir(char *buf, size_t size) {
   const char *env = getenv("CLATTN_CACHE_DIR");
@@ -95,7 +94,8 @@ clattn_status clattn_context_create(cl_context cl_ctx, cl_device_id device,
     snprintf(override, sizeof override, "%s", tf);
   else if (c->cache_dir[0])
     snprintf(override, sizeof override, "%s/tuning-%s.txt", c->cache_dir, c->profile.arch);
-  clattn_tuning_lookup(c, &c->profile, override[0] ? override : NULL, &c->tuning);
+  if (clattn_tuning_lookup(c, &c->profile, override[0] ? override : NULL, &c->tuning))
+    snprintf(c->tuning_file, sizeof c->tuning_file, "%s", override);
 
   c->scratch = clCreateBuffer(cl_ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
   if (err != CL_SUCCESS) {
@@ -118,7 +118,7 @@ clattn_status clattn_context_create_selected(const char *selector, const clattn_
   if (!out) return clattn_fail(CLATTN_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
   cl_device_id dev = NULL;
-  CLATTN_TRY(clattn_select_device(selector, &dev));
+  CLATTN_TRY(clattn_device_select(selector, &dev));
   cl_int err = CL_SUCCESS;
   cl_context cl = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
   if (err != CL_SUCCESS) return clattn_fail_cl(err, "clCreateContext", "selected device");

@@ -61,10 +61,8 @@ static void lower(char *s) {
   for (; *s; s++) *s = (char)tolower((unsigned char)*s);
 }
 
-/* Picks a device: selector = index or case-insensitive substring of
- * "platform device"; NULL or "": first GPU, else first device. */
-clattn_status clattn_select_device(const char *selector, cl_device_id *out);
-clattn_status clattn_select_device(const char *selector, cl_device_id *out) {
+clattn_status clattn_device_select(const char *selector, cl_device_id *out) {
+  if (!out) return clattn_fail(CLATTN_INVALID_ARGUMENT, "device is NULL");
   cl_device_id devs[256];
   cl_uint n = 0;
   CLATTN_TRY(all_devices(devs, 256, &n));

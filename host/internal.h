@@ -162,16 +162,14 @@ typedef struct clattn_tuning {
  * NULL; lines "key=value", '#' comments), then each work-group size halved
  * to the device's limit. Unknown keys and values out of range are ignored
  * and reported through log_ctx's log (NULL: silently). */
-void clattn_tuning_lookup(const clattn_context *log_ctx, const clattn_device_profile *prof,
-                          const char *override_path, clattn_tuning *out);
+bool clattn_tuning_lookup(const clattn_context *log_ctx, const clattn_device_profile *prof,
+                          const char *override_path, clattn_tuning *out); /* true: the file was read */
 /* Sets field `key` to `value`; false for an unknown key or a value out of
  * its range (the field is then unchanged). */
 bool clattn_tuning_set(clattn_tuning *t, const char *key, int value);
 /* Writes every field as "key=value" lines. */
 clattn_status clattn_tuning_write(const clattn_tuning *t, const char *path);
-/* The parameters in list order: how many, the name and the value of the i-th. */
-size_t clattn_tuning_count(void);
-const char *clattn_tuning_name(size_t i);
+/* The value of the i-th parameter in list order (clattn_tuning_name names it). */
 int clattn_tuning_get(const clattn_tuning *t, size_t i);
 
 /* ------------------------------------------------------------------ context (context.c) */
@@ -185,6 +183,7 @@ struct clattn_context {
   clattn_tuning tuning;
   clattn_context_options opts;
   char cache_dir[1024]; /* "" = no disk cache */
+  char tuning_file[1200]; /* the override file read, "" = none */
   struct clattn_program_cache *programs; /* created with the context */
   atomic_bool ran_clblast; /* clattn_reference_decode ran here (see clattn_baseline_context_release) */
   bool owns_cl; /* created by clattn_context_create_default */

@@ -120,14 +120,14 @@ clattn_status clattn_tuning_write(const clattn_tuning *t, const char *path) {
 
 /* Applies the file's lines; each line that is not a known key with a value
  * in range is reported and ignored. */
-static void apply_override(const clattn_context *log_ctx, clattn_tuning *t, const char *path) {
+static bool apply_override(const clattn_context *log_ctx, clattn_tuning *t, const char *path) {
   char *text = NULL, why[128];
   size_t size = 0;
   const clattn_read_result r = clattn_read_regular(path, 1 << 20, &text, &size, why, sizeof why);
   if (r != READ_OK) {
     if (r != READ_MISSING)
       clattn_log(log_ctx, CLATTN_LOG_ERROR, "clattn: tuning file %s %s; ignored", path, why);
-    return;
+    return false;
   }
   char *next = text;
   for (int no = 1; *next; no++) {
@@ -160,9 +160,10 @@ static void apply_override(const clattn_context *log_ctx, clattn_tuning *t, cons
     }
   }
   free(text);
+  return true;
 }
 
-void clattn_tuning_lookup(const clattn_context *log_ctx, const clattn_device_profile *prof,
+bool clattn_tuning_lookup(const clattn_context *log_ctx, const clattn_device_profile *prof,
                           const char *override_path, clattn_tuning *out) {
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
     if (strncmp(prof->arch, table[i].arch_prefix, strlen(table[i].arch_prefix)) == 0) {
@@ -170,12 +171,13 @@ void clattn_tuning_lookup(const clattn_context *log_ctx, const clattn_device_pro
       break;
     }
   }
-  if (override_path) apply_override(log_ctx, out, override_path);
+  const bool read = override_path && apply_override(log_ctx, out, override_path);
   /* A row written for a big GPU must not exceed a small device's limits. */
   int *wgs[] = {&out->decode_wg, &out->decode_mma_int4_wg, &out->decode_mma_fp8_wg,
                 &out->merge_wg, &out->rerope_wg, &out->quant_wg};
   for (size_t i = 0; i < sizeof wgs / sizeof wgs[0]; i++)
     while ((size_t)*wgs[i] > prof->max_work_group_size && *wgs[i] > 1) *wgs[i] /= 2;
+  return read;
 }
 
 size_t clattn_tuning_count(void) { return NPARAMS; }
@@ -185,3 +187,9 @@ const char *clattn_tuning_name(size_t i) { return i < NPARAMS ? params[i].key : 
 int clattn_tuning_get(const clattn_tuning *t, size_t i) {
   return i < NPARAMS ? *(const int *)((const char *)t + params[i].off) : 0;
 }
+
+int clattn_context_tuning_value(const clattn_context *ctx, size_t i) {
+  return ctx ? clattn_tuning_get(&ctx->tuning, i) : 0;
+}
+
+const char *clattn_context_tuning_file(const clattn_context *ctx) { return ctx ? ctx->tuning_file : ""; }

@@ -203,6 +203,21 @@ CLATTN_API clattn_status clattn_device_profile_query(cl_device_id device,
 /* Device enumeration in the order CLATTN_DEVICE indices refer to. */
 CLATTN_API clattn_status clattn_device_count(cl_uint *count);
 CLATTN_API clattn_status clattn_device_get(cl_uint index, cl_device_id *device);
+/* The device a selector names: an index in that order, or a case-insensitive
+ * substring of "platform device"; NULL or "": the first GPU, else the first
+ * device ($CLATTN_DEVICE is read by clattn_context_create_default, not here). */
+CLATTN_API clattn_status clattn_device_select(const char *selector, cl_device_id *device);
+
+/* The tuning a context runs with: its device's row of the table
+ * (host/params.c), then the override file's key=value lines, which the
+ * context reads once when created ($CLATTN_TUNING_FILE, else
+ * <cache dir>/tuning-<arch>.txt). Parameters are numbered 0 to
+ * clattn_tuning_count() - 1. */
+CLATTN_API size_t clattn_tuning_count(void);
+CLATTN_API const char *clattn_tuning_name(size_t i); /* NULL past the end */
+CLATTN_API int clattn_context_tuning_value(const clattn_context *ctx, size_t i); /* 0 past the end */
+/* The override file the context read, "" when there was none to read. */
+CLATTN_API const char *clattn_context_tuning_file(const clattn_context *ctx);
 
 /* ------------------------------------------------------------------ decode */
 
@@ -211,7 +226,17 @@ CLATTN_API clattn_status clattn_device_get(cl_uint index, cl_device_id *device);
  *   o[b, m, h] = softmax_j(scale * q[b, m, h] . k[b, j, h / G] + bias[b, h, m, j]) v[b, j, h / G]
  *
  * with G = Hq / Hkv, j < kv_len[b] (and j <= kv_len[b] - Mq + m when causal).
- * A sequence of length 0 gives o = 0 and lse = -inf. */
+ * A sequence of length 0 gives o = 0 and lse = -inf.
+ *
+ * Paged caches: key j of sequence b is row j % page_size of page
+ * block_table[b, j / page_size]. An entry outside [0, num_pages) or a
+ * kv_len beyond max_pages * page_size is never read: those keys are skipped
+ * (as if masked) and maybe_error_flag, when given, is set to 1. A kv_len
+ * above the cache's capacity (Nkv, or max_pages * page_size) is clamped to
+ * it and also sets the flag; a negative kv_len counts as 0.
+ *
+ * Varlen: q is [1, total_q, Hq, D], batch gives B and maybe_q_start the
+ * packed rows of each sequence; causal applies per sequence. */
 typedef struct clattn_decode_params {
   clattn_tensor q; /* [B, Mq, Hq, D] f32/f16/bf16; varlen: [1, total_q, Hq, D] */
   clattn_tensor k; /* dense [B, Nkv, Hkv, D]; paged [num_pages, page_size, Hkv, D];
@@ -219,11 +244,11 @@ typedef struct clattn_decode_params {
   clattn_tensor v; /* like k */
   clattn_tensor o; /* like q, f32/f16/bf16 */
   clattn_tensor maybe_lse;    /* [B, Hq, Mq] f32, natural log; varlen: [1, Hq, total_q] */
-  clattn_tensor maybe_kv_len; /* [B] i32; absent: every sequence has Nkv keys */
+  clattn_tensor maybe_kv_len; /* [B] i32, stride 1; absent: every sequence has Nkv keys */
   clattn_tensor maybe_bias;   /* [B, Hq, Mq, Nkv] f32 additive, any strides */
   /* Paged cache: [B, max_pages] i32 physical page of each logical page. */
   clattn_tensor maybe_block_table;
-  /* Varlen queries: [B + 1] i32, sequence b owns packed queries q_start[b]..q_start[b+1]-1.
+  /* Varlen queries: [B + 1] i32, stride 1; sequence b owns packed queries q_start[b]..q_start[b+1]-1.
    * A sequence whose entries are negative, decreasing, past total_q or more
    * than max_q_len apart is skipped (its rows of o and lse are not written)
    * and maybe_error_flag is set. */
@@ -248,43 +273,19 @@ typedef struct clattn_decode_params {
 } clattn_decode_params;
 
 /* Enqueues decode attention: a split-K partial kernel and, when the keys are
- * split, the merge kernel. Any float q/o, any K/V format above. On NVIDIA
- * (sm_80+) the partials run on tensor cores when D is a multiple of 64 and
- * q is f16/bf16 with K/V of the same dtype, or q is f16 with int4 or fp8
- * K/V; f16/bf16/fp8 rows must start 16-byte aligned. There the weights p
- * (times V's scale for one-group int4 and fp8) are rounded to the 16-bit
- * dtype for the P V product (2^-12 relative for f16, 2^-9 for bf16), and
- * int4 rows of 2, 4 or 8 groups are dequantized to f16 values (each rounded
- * once, as an f16 cache would hold it); scores, sums and lse stay f32.
- * int4 caches read fastest where a token's rows of its KV heads lie side by
- * side ([.., N or page_size, Hkv, X] with stride[2] = X; K and V with one
- * token stride; 16-byte aligned offsets and strides; pages of a multiple of
- * 16): a group then copies whole token spans of 4 (or 2) heads, where that
- * many rows make whole 16-byte chunks and divide Hkv. On sm_90, where
- * tokens also lie back to back (token stride = Hkv X words), a group takes
- * all Hkv heads and copies each 16-key block of K or V in one bulk copy;
- * except where Hkv X is a multiple of 16 words (8 heads of int4 with 2, 4
- * or 8 groups at D=128), whose local-memory reads would conflict 4 or 8
- * ways. With the split count chosen there, the sequences' keys are laid
- * end to end and cut into equal spans, one per work-group the device runs
- * at once; a span may end one sequence and start the next (num_splits is
- * then the most parts a sequence has).
- * Elsewhere, and with CLATTN_PORTABLE=1, all arithmetic is f32 after
- * loading. */
+ * split, the merge kernel. Any float q/o, any K/V format above.
+ * Fast path: on NVIDIA (sm_80+), D a multiple of 64, q f16/bf16 with K/V of
+ * its dtype or q f16 with int4 or fp8 K/V, rows 16-byte aligned: tensor
+ * cores. There the weights p (times V's scale for one-group int4 and fp8)
+ * are rounded to the 16-bit dtype for the P V product (2^-12 relative for
+ * f16, 2^-9 for bf16) and int4 rows of 2, 4 or 8 groups are dequantized to
+ * f16 values; scores, sums and lse stay f32. Elsewhere, and with
+ * CLATTN_PORTABLE=1, all arithmetic is f32 after loading. Which cache
+ * layouts read fastest, and why: tools/FAST_PATHS.md. */
 CLATTN_API clattn_status clattn_decode(clattn_context *ctx, cl_command_queue queue,
                                        const clattn_decode_params *params,
                                        cl_uint num_wait, const cl_event *wait_list,
                                        cl_event *event);
-
-/* Paged caches: key j of sequence b is row j % page_size of page
- * block_table[b, j / page_size]. An entry outside [0, num_pages) or a
- * kv_len beyond max_pages * page_size is never read: those keys are skipped
- * (as if masked) and maybe_error_flag, when given, is set to 1. A kv_len
- * above the cache's capacity (Nkv, or max_pages * page_size) is clamped to
- * it and also sets the flag; a negative kv_len counts as 0.
- *
- * Varlen: q is [1, total_q, Hq, D], batch gives B and maybe_q_start the
- * packed rows of each sequence; causal applies per sequence. */
 
 /* Bytes of workspace clattn_decode needs for these params (0 when S = 1),
  * and the split count it will use. Either out pointer may be NULL. */
@@ -571,6 +572,13 @@ CLATTN_API clattn_status clattn_rerope_bwd(clattn_context *ctx, cl_command_queue
 /* Bytes of f32 workspace the backward needs for Z * Hq * Nq rows (0 when one is not
  * positive, SIZE_MAX when the product overflows). */
 CLATTN_API size_t clattn_rerope_bwd_workspace_size(int64_t Z, int64_t Hq, int64_t Nq);
+
+/* Which kernels clattn_rerope_fwd (backward = 0) or clattn_rerope_bwd
+ * (backward = 1, with dout laid out like o) runs for these tensors:
+ * "tensor cores" or "portable"; NULL, the reason in clattn_last_error, when
+ * params fail the forward's shape and dtype checks. */
+CLATTN_API const char *clattn_rerope_kernels(clattn_context *ctx, const clattn_rerope_params *params,
+                                             int backward);
 
 /* On-the-fly rotary variant: the caller holds raw q and k only; the kernels
  * compute q1 = RoPE(q, p_i), k1 = RoPE(k, p_j), q2 = RoPE(q, window), k2 = k,

@@ -351,6 +351,24 @@ clattn_status clattn_rerope_fwd(clattn_context *ctx, cl_command_queue queue,
                     num_wait, wait_list, event);
 }
 
+const char *clattn_rerope_kernels(clattn_context *ctx, const clattn_rerope_params *params, int backward) {
+  clattn_clear_error();
+  if (!ctx || !params) {
+    clattn_fail(CLATTN_INVALID_ARGUMENT, "%s is NULL", ctx ? "params" : "ctx");
+    return NULL;
+  }
+  const clattn_rerope_params *p = params;
+  clattn_rr_problem pr;
+  clattn_rr_plan pl;
+  const clattn_tensor *views[] = {&p->q1, &p->q2, &p->k1, &p->k2, &p->v, &p->o};
+  if (clattn_rr_inputs_init(ctx, &pr, &p->q1, "q1", &p->q2, &p->k1, "k1", &p->k2, &p->v, &p->o,
+                            p->window, p->scale, p->causal) != CLATTN_SUCCESS ||
+      clattn_rr_plan_make(ctx, &pr, backward ? CLATTN_RR_BWD : CLATTN_RR_FWD, views, backward ? 6 : 5,
+                          &pl) != CLATTN_SUCCESS)
+    return NULL;
+  return pl.mma ? "tensor cores" : "portable";
+}
+
 clattn_status clattn_rerope_rotary_fwd(clattn_context *ctx, cl_command_queue queue,
                                        const clattn_rerope_rotary_params *params, cl_uint num_wait,
                                        const cl_event *wait_list, cl_event *event) {

@@ -46,6 +46,17 @@ static void test_device_selection(void) {
   snprintf(sub, sizeof sub, "%.6s", p.name);
   CHECK_OK(clattn_context_create_selected(sub, NULL, &c));
   clattn_context_release(&c);
+  /* the selector alone (what `clattn devices` marks) */
+  cl_device_id first = NULL, picked = NULL;
+  CHECK_OK(clattn_device_get(0, &first));
+  CHECK_OK(clattn_device_select("0", &picked));
+  CU_ASSERT_PTR_EQUAL(picked, first);
+  picked = NULL;
+  CHECK_OK(clattn_device_select(sub, &picked));
+  CU_ASSERT_PTR_NOT_NULL(picked);
+  CHECK_OK(clattn_device_select(NULL, &picked));
+  CHECK_FAILS(clattn_device_select("no-such-device-xyz", &picked), CLATTN_NO_DEVICE, "no-such-device-xyz");
+  CHECK_FAILS(clattn_device_select("0", NULL), CLATTN_INVALID_ARGUMENT, "device is NULL");
   CHECK_FAILS(clattn_context_create(NULL, fx.dev, NULL, &c), CLATTN_INVALID_ARGUMENT, "cl_ctx");
   CHECK_FAILS(clattn_context_create(fx.cl, NULL, NULL, &c), CLATTN_INVALID_ARGUMENT, "device");
 }
@@ -159,6 +170,14 @@ static void test_tuning_bad_override(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(log.text, needles[i]));
   }
   CU_ASSERT_PTR_NULL(strstr(log.text, ":10:")); /* the comment and the blank line are fine */
+  /* the public view of the tuning: the file read, every value by index */
+  CU_ASSERT_STRING_EQUAL(clattn_context_tuning_file(c), path);
+  CU_ASSERT_STRING_EQUAL(clattn_context_tuning_file(fx.ctx), ""); /* the suites' file is never written */
+  for (size_t i = 0; i < clattn_tuning_count(); i++)
+    CU_ASSERT_EQUAL(clattn_context_tuning_value(c, i), clattn_tuning_get(&c->tuning, i));
+  CU_ASSERT_PTR_NULL(clattn_tuning_name(clattn_tuning_count()));
+  CU_ASSERT_EQUAL(clattn_context_tuning_value(c, clattn_tuning_count()), 0);
+  CU_ASSERT_STRING_EQUAL(clattn_tuning_name(0), "decode_wg");
   /* decode (split, so merge runs too) on that context finishes */
   const int B = 1, H = 2, D = 16, N = 300;
   double *x = calloc((size_t)B * N * H * D, sizeof(double));

@@ -773,11 +773,40 @@ static void test_errors(void) {
   buf_release(&posm);
 }
 
+/* clattn_rerope_kernels names what the planner picks: the portable kernels
+ * when forced, tensor cores when forced where the shape allows (f16, D = 64:
+ * both directions; D = 96 forward only, the backward's tensor cores stop at
+ * 64), nothing for invalid params (the reason named). */
+static void test_kernels_named(void) {
+  const int Z = 1, H = 2, N = 32;
+  for (int d = 64; d <= 96; d += 32) {
+    cl_mem b = buf_zeros((size_t)Z * H * N * d * 2);
+    const clattn_tensor t = clattn_tensor_4d(b, 0, CLATTN_F16, Z, H, N, d);
+    clattn_rerope_params p = {t, t, t, t, t, t, {0}, 8, 0.0f, 1};
+    clattn_force_path(1);
+    CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 0), "portable");
+    CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 1), "portable");
+    clattn_force_path(2);
+    CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 0), "tensor cores");
+    CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 1), d == 64 ? "tensor cores" : "portable");
+    p.v.shape[2] = N - 1;
+    CU_ASSERT_PTR_NULL(clattn_rerope_kernels(fx.ctx, &p, 0));
+    CU_ASSERT_PTR_NOT_NULL(strstr(clattn_last_error(), "v.shape[2]"));
+    clattn_force_path(0);
+    buf_release(&b);
+  }
+  CU_ASSERT_PTR_NULL(clattn_rerope_kernels(NULL, NULL, 0));
+  CU_ASSERT_PTR_NOT_NULL(strstr(clattn_last_error(), "ctx is NULL"));
+  CU_ASSERT_PTR_NULL(clattn_rerope_kernels(fx.ctx, NULL, 0));
+  CU_ASSERT_PTR_NOT_NULL(strstr(clattn_last_error(), "params is NULL"));
+}
+
 int main(int argc, char **argv) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("rerope", fixture_init, fixture_cleanup);
   CU_add_test(s, "reference gradients vs finite differences", test_reference_gradients);
   CU_add_test(s, "errors", test_errors);
+  CU_add_test(s, "which kernels run, named", test_kernels_named);
   CU_add_test(s, "windows 0 1 17 N/2 N N+100, causal or not, fwd+bwd", test_windows);
   CU_add_test(s, "GQA and Nq != Nk, odd lengths", test_gqa_lengths);
   CU_add_test(s, "dtypes f16 bf16", test_dtypes);

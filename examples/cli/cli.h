@@ -72,7 +72,7 @@ bool cli_fill_random(cli_env *env, cl_mem buf, clattn_dtype dt, size_t off, size
 bool cli_fill_quant(cli_env *env, cl_mem buf, clattn_dtype dt, int groups, int d, size_t rows,
                     uint64_t seed);
 bool cli_fill_scale_shift(cli_env *env, cl_mem buf, size_t n, uint64_t seed);
-/* Enqueues a no-op kernel; its end timestamp opens a timed region (see cli_decode.c). */
+/* Enqueues a no-op kernel; its end timestamp opens a timed region (see decode.c). */
 bool cli_tick(cli_env *env, cl_event *e);
 /* A buffer of `bytes` (printing the error and returning NULL on failure). */
 cl_mem cli_buffer(cli_env *env, size_t bytes, const char *what);

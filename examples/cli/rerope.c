@@ -14,7 +14,6 @@
  * operation; the time is END(its last kernel) - END(tick), so the backward's
  * three kernels and the gaps between them count. */
 #include "cli.h"
-#include "internal.h"
 #include "ref_rerope.h"
 
 #include <math.h>
@@ -352,16 +351,14 @@ static bool check_rows(run *r, double scale) {
 
 /* ------------------------------------------------------------------ main */
 
-/* Which kernels the library picks for this shape (its own planner). */
-static const char *path_name(run *r, clattn_rr_kind kind) {
-  clattn_rr_problem p;
-  clattn_rr_plan pl;
-  const clattn_tensor *views[] = {&r->t[Q1], &r->t[K1], &r->t[V]};
-  if (clattn_rr_problem_init(r->env.ctx, &p, &r->t[Q1], "q", &r->t[K1], "k", r->o.window, 0.0f, 0) !=
-          CLATTN_SUCCESS ||
-      clattn_rr_plan_make(r->env.ctx, &p, kind, views, 3, &pl) != CLATTN_SUCCESS)
-    return "?";
-  return pl.mma ? "tensor cores (mma.sync)" : "portable";
+/* Which kernels the library picks for this shape (the rotary form reads raw
+ * q and k where the other takes q1 and k1). */
+static const char *path_name(run *r, int backward) {
+  const bool pair = r->t[Q2].buf != NULL;
+  const clattn_rerope_params p = {r->t[Q1], pair ? r->t[Q2] : r->t[Q1], r->t[K1], pair ? r->t[K2] : r->t[K1],
+                                  r->t[V], r->t[O], r->tl, r->o.window, (float)r->o.scale, r->o.causal};
+  const char *name = clattn_rerope_kernels(r->env.ctx, &p, backward);
+  return name ? name : "?";
 }
 
 int cli_run_rerope(int argc, char **argv) {
@@ -416,8 +413,8 @@ int cli_run_rerope(int argc, char **argv) {
   printf("rerope%s Z=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d W=%d %s%s on %s\n",
          o->on_the_fly ? " (on the fly)" : "", r.Z, r.Hq, r.Hkv, r.Nq, r.Nk, r.D, o->window,
          clattn_dtype_name(r.dt), o->causal ? " causal" : "", r.env.profile.name);
-  printf("  kernels: forward %s", path_name(&r, CLATTN_RR_FWD));
-  if (o->backward) printf(", backward %s", path_name(&r, CLATTN_RR_BWD));
+  printf("  kernels: forward %s", path_name(&r, 0));
+  if (o->backward) printf(", backward %s", path_name(&r, 1));
   printf("\n");
 
   /* one run of each for the check (the backward reads the forward's o and lse) */

@@ -583,7 +583,7 @@ static void json_str(const char *key, const char *v) {
 }
 
 int cli_run_decode(int argc, char **argv) {
-  /* --devices LIST: sequence-parallel decode over several devices (cli_merge.c) */
+  /* --devices LIST: sequence-parallel decode over several devices (merge.c) */
   for (int i = 0; i < argc; i++)
     if (strncmp(argv[i], "--devices", 9) == 0) return cli_run_merge(argc, argv);
   run *r = calloc(1, sizeof *r);

@@ -1,14 +1,11 @@
 /* `clattn devices`: every OpenCL device with the index CLATTN_DEVICE and
  * --device take, the default one, clattn's profile of it and its tuning row. */
 #include "cli.h"
-#include "internal.h" /* ctx->tuning: the CLI links the static library */
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-clattn_status clattn_select_device(const char *selector, cl_device_id *out); /* host/device.c */
 
 static const char *yes_no(int v) { return v ? "yes" : "no"; }
 
@@ -21,25 +18,12 @@ static void print_size(const char *label, cl_ulong bytes) {
     printf("%s %.0f KiB", label, (double)bytes / 1024.0);
 }
 
-/* The tuning row as "key=value" pairs, through the library's own writer so
- * fields added later show up without touching this file. */
+/* The tuning row as "key=value" pairs, four to a line, in the library's
+ * order (fields added later show up without touching this file). */
 static void print_tuning(const clattn_context *ctx) {
-  char path[] = "/tmp/clattn-tuning-XXXXXX";
-  int fd = mkstemp(path);
-  if (fd < 0) return;
-  close(fd);
-  if (clattn_tuning_write(&ctx->tuning, path) == CLATTN_SUCCESS) {
-    FILE *f = fopen(path, "r");
-    char line[128];
-    int n = 0;
-    while (f && fgets(line, sizeof line, f)) {
-      line[strcspn(line, "\n")] = '\0';
-      printf("%s%s", n % 4 == 0 ? "\n               " : "  ", line);
-      n++;
-    }
-    if (f) fclose(f);
-  }
-  remove(path);
+  for (size_t i = 0; i < clattn_tuning_count(); i++)
+    printf("%s%s=%d", i % 4 == 0 ? "\n               " : "  ", clattn_tuning_name(i),
+           clattn_context_tuning_value(ctx, i));
   printf("\n");
 }
 
@@ -71,17 +55,9 @@ static void print_device(cl_uint index, cl_device_id dev, bool is_default) {
   cl_context cl = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
   clattn_context *ctx = NULL;
   if (err == CL_SUCCESS && clattn_context_create(cl, dev, NULL, &ctx) == CLATTN_SUCCESS) {
-    char override[1200];
-    const char *tf = getenv("CLATTN_TUNING_FILE");
-    if (tf)
-      snprintf(override, sizeof override, "%s", tf);
-    else if (ctx->cache_dir[0])
-      snprintf(override, sizeof override, "%s/tuning-%s.txt", ctx->cache_dir, p.arch);
-    else
-      override[0] = '\0';
-    bool present = override[0] && access(override, R_OK) == 0;
-    printf("    tuning     table row for %s%s%s%s", p.arch, present ? " + override " : "",
-           present ? override : "", present ? "" : " (no override file)");
+    const char *file = clattn_context_tuning_file(ctx);
+    printf("    tuning     table row for %s%s%s", p.arch, file[0] ? " + override " : " (no override file)",
+           file);
     print_tuning(ctx);
   } else {
     printf("    tuning     (no context: %s)\n", err != CL_SUCCESS ? "clCreateContext failed"
@@ -115,9 +91,9 @@ int cli_devices(int argc, char **argv) {
   }
   cl_device_id def = NULL, pick = NULL;
   const char *env = getenv("CLATTN_DEVICE");
-  if (clattn_select_device(env, &def) != CLATTN_SUCCESS)
+  if (clattn_device_select(env, &def) != CLATTN_SUCCESS)
     printf("note: CLATTN_DEVICE=%s selects nothing: %s\n", env ? env : "", clattn_last_error());
-  if (only && clattn_select_device(only, &pick) != CLATTN_SUCCESS)
+  if (only && clattn_device_select(only, &pick) != CLATTN_SUCCESS)
     return cli_fail("--device", CLATTN_NO_DEVICE);
   printf("OpenCL devices (use the index or a name substring as --device or CLATTN_DEVICE):\n\n");
   for (cl_uint i = 0; i < n; i++) {
