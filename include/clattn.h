@@ -22,7 +22,8 @@
  * strides); views into one buffer are fine where their bytes are disjoint,
  * or where two views of one layout (dtype, shape, strides) interleave
  * without meeting (K and V caches interleaved per token). Sub-buffers count
- * as their parent's bytes. The one exception: clattn_decode's o may be q
+ * as their parent's bytes. The one exception: the o of clattn_decode (and
+ * of clattn_reference_decode, clattn_decode_multi and its shards) may be q
  * itself (the same view). Violations return CLATTN_INVALID_ARGUMENT naming
  * both tensors.
  *

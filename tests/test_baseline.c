@@ -18,6 +18,7 @@ typedef struct bcase {
   int varlen_kv;        /* random kv lengths in [0, N] */
   const int *q_counts;  /* varlen queries (NULL: dense Mq) */
   int64_t stage_limit;  /* > 0: floats per staged slab (forces rounds) */
+  int in_place;         /* o is q itself (the same view; odt = qdt) */
 } bcase;
 
 #ifdef CLATTN_HAVE_CLBLAST
@@ -29,11 +30,11 @@ static double *rand_tensor(size_t n, clattn_dtype dt) {
 
 static void run_case(const bcase *c) {
   char name[200];
-  CASE_NAME(name, "baseline B=%d Mq=%d Hq=%d Hkv=%d D=%d N=%d q=%s kv=%s o=%s%s%s%s%s%s%s%s", c->B,
+  CASE_NAME(name, "baseline B=%d Mq=%d Hq=%d Hkv=%d D=%d N=%d q=%s kv=%s o=%s%s%s%s%s%s%s%s%s", c->B,
             c->Mq, c->Hq, c->Hkv, c->D, c->N, clattn_dtype_name(c->qdt), clattn_dtype_name(c->kvdt),
             clattn_dtype_name(c->odt), c->causal ? " causal" : "", c->bias ? " bias" : "",
             c->lse ? " lse" : "", c->bhsd ? " bhsd" : "", c->varlen_kv ? " kvlen" : "",
-            c->q_counts ? " varlen" : "", c->stage_limit ? " rounds" : "");
+            c->q_counts ? " varlen" : "", c->stage_limit ? " rounds" : "", c->in_place ? " o=q" : "");
   const int B = c->B, Hq = c->Hq, Hkv = c->Hkv, D = c->D, N = c->N;
   int32_t *q_start = calloc((size_t)B + 1, sizeof *q_start);
   int Mq = c->Mq;
@@ -84,7 +85,8 @@ static void run_case(const bcase *c) {
   }
   p.v = p.k;
   p.v.buf = kvb[1];
-  cl_mem ob = buf_poison(nq * clattn_dtype_size(c->odt) + 4);
+  cl_mem ob = c->in_place ? qb : buf_poison(nq * clattn_dtype_size(c->odt) + 4);
+  if (c->in_place) clRetainMemObject(qb);
   p.o = p.q;
   p.o.buf = ob;
   p.o.dtype = c->odt;
@@ -187,6 +189,23 @@ static void test_rounds(void) {
   run_case(&c);
   c.qdt = c.kvdt = CLATTN_F32;
   run_case(&c);
+}
+
+/* o = q (the same view), as clattn_decode allows: each round reads its q
+ * rows before it writes them, one GEMM for the heads of a KV head or one
+ * per head, f32 read in place or staged f16, over rounds and varlen rows. */
+static void test_in_place(void) {
+  bcase c = {.B = 5, .Mq = 1, .Hq = 4, .Hkv = 2, .D = 32, .N = 30, .qdt = CLATTN_F16,
+             .kvdt = CLATTN_F16, .odt = CLATTN_F16, .lse = 1, .varlen_kv = 1,
+             .stage_limit = 2 * 30 * 2 * 32, .in_place = 1};
+  run_case(&c);
+  c.qdt = c.kvdt = c.odt = CLATTN_F32;
+  run_case(&c);
+  static const int counts[] = {2, 0, 3, 1};
+  bcase varlen = {.B = 4, .Mq = 3, .Hq = 4, .Hkv = 2, .D = 16, .N = 25, .qdt = CLATTN_F32,
+                  .kvdt = CLATTN_F32, .odt = CLATTN_F32, .causal = 1, .lse = 1,
+                  .q_counts = counts, .in_place = 1};
+  run_case(&varlen);
 }
 
 static void test_empty(void) {
@@ -296,6 +315,7 @@ int main(void) {
   CU_add_test(s, "causal, bias, kv lengths, varlen queries", test_masks);
   CU_add_test(s, "rounds over sequences", test_rounds);
   CU_add_test(s, "empty cache", test_empty);
+  CU_add_test(s, "o is q (in place)", test_in_place);
 #endif
   CU_add_test(s, "error paths", test_errors);
   return run_suites();

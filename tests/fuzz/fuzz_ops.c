@@ -461,11 +461,13 @@ int cmp(const void *x, const void *y) {
   return a < b ? -1 : a > b;
 }
 
-/* The one aliasing clattn.h allows: clattn_decode's o may be q itself (the
- * same buffer, offset, dtype, shape and the strides that step), decode_multi's
- * o a shard's q, and a shard's o its own q (shards[j].o over shards[j].q). */
+/* The one aliasing clattn.h allows: decode's (and reference_decode's) o may
+ * be q itself (the same buffer, offset, dtype, shape and the strides that
+ * step), decode_multi's o a shard's q, and a shard's o its own q
+ * (shards[j].o over shards[j].q). */
 static bool same_view_exception(const state *S, const slot *x, const slot *y) {
-  if (strncmp(S->op->name, "decode", 6) != 0) return false;
+  if (strncmp(S->op->name, "decode", 6) != 0 && strcmp(S->op->name, "reference_decode") != 0)
+    return false;
   const size_t nx = strlen(x->name), ny = strlen(y->name);
   bool pair;
   if (strcmp(x->name, "o") == 0) /* the result: over any shard's q */
