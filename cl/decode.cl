@@ -98,7 +98,6 @@
 #define NC (D / 8)   /* 8-element chunks per row */
 #define NS (WG / NC) /* key subsets in the value pass */
 #define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
 
 #if SPLIT
 #define OUT_DT f32
@@ -262,7 +261,7 @@ static inline void store_block_rows(__local const float *acc, __local const floa
   if (lse && r < RB && rr < rows) {
     const float l = l_l[r];
     lse[lse_base + (hk * G + rr % G) * slh + (om0 + rr / G) * slm] =
-        (l != 0.0f) ? (m_l[r] + log2(l)) * LN2 : -INFINITY;
+        state_lse2(m_l[r], l);
   }
 }
 

@@ -465,13 +465,8 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
     const int n_a = m0 + r0 + 16 * mt + g, n_b = n_a + 8;
     store_frags(o, vo, z, h, n_a, A.Nq, acc + mt * DB, i0, i1);
     if (lse && t == 0) {
-      /* natural log of the row sum: (max + log2 l) ln 2 */
-      if (n_a < A.Nq)
-        lse[vl.off + z * vl.z + h * vl.h + n_a * vl.n] =
-            (l0 > 0.0f) ? (mx[2 * mt] + log2(l0)) * M_LN2_F : -INFINITY;
-      if (n_b < A.Nq)
-        lse[vl.off + z * vl.z + h * vl.h + n_b * vl.n] =
-            (l1 > 0.0f) ? (mx[2 * mt + 1] + log2(l1)) * M_LN2_F : -INFINITY;
+      if (n_a < A.Nq) lse[vl.off + z * vl.z + h * vl.h + n_a * vl.n] = state_lse2(mx[2 * mt], l0);
+      if (n_b < A.Nq) lse[vl.off + z * vl.z + h * vl.h + n_b * vl.n] = state_lse2(mx[2 * mt + 1], l1);
     }
   }
 }
