@@ -20,6 +20,13 @@
 #define CLATTN_PRINTF(a, b)
 #endif
 
+/* The smallest power of two >= x (1 for x <= 1). */
+static inline int clattn_pow2_at_least(int x) {
+  int p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+
 /* ------------------------------------------------------------------ errors (error.c) */
 
 /* Sets the thread's message and returns status, so callers can write

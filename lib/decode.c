@@ -23,12 +23,6 @@ typedef struct plan {
   size_t part_o_elems, lse_offset_bytes, ws_bytes;
 } plan;
 
-static int pow2_at_least(int x) {
-  int p = 1;
-  while (p < x) p *= 2;
-  return p;
-}
-
 static int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Width in elements (words for packed dtypes) of one K/V row. */
@@ -406,7 +400,7 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
   /* rows per group and work-group size */
   const clattn_tuning *t = &ctx->tuning;
   pl->rows = pl->pr.G * pl->pr.Mq;
-  pl->RB = pl->rows < 1 ? 1 : pow2_at_least(pl->rows < 8 ? pl->rows : 8);
+  pl->RB = pl->rows < 1 ? 1 : clattn_pow2_at_least(pl->rows < 8 ? pl->rows : 8);
   pl->nrb = (int)div_up(pl->rows > 0 ? pl->rows : 1, pl->RB);
   pl->WG = t->decode_wg;
   while (pl->WG < pl->pr.D / 8) pl->WG *= 2; /* one row of chunks must fit */

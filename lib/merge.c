@@ -47,12 +47,6 @@ static view view_of(const clattn_tensor *o, const clattn_tensor *lse) {
   return v;
 }
 
-static int pow2_at_least(int x) {
-  int p = 1;
-  while (p < x) p *= 2;
-  return p;
-}
-
 /* Slots per launch that fit the device's kernel-argument space (at least
  * 1024 bytes): `fixed` bytes and `fixed_ptrs` pointers, plus `per_slot`
  * bytes and `slot_ptrs` pointers per slot (counted from the kernels'
@@ -77,7 +71,7 @@ static int bwd_slots(const clattn_context *ctx) { return max_slots(ctx, 4 * 4 + 
 /* Lanes per row (a power of two, VEC d each) and rows per work-group. */
 static void work_shape(const clattn_context *ctx, int D, int vec, size_t *lanes, size_t *rows) {
   size_t wg = (size_t)ctx->tuning.merge_wg;
-  size_t l = (size_t)pow2_at_least(D > 0 ? (D + vec - 1) / vec : 1);
+  size_t l = (size_t)clattn_pow2_at_least(D > 0 ? (D + vec - 1) / vec : 1);
   if (l > wg) l = wg;
   *lanes = l;
   *rows = wg / l;
@@ -119,7 +113,7 @@ static void arg_view_lse(clattn_args *a, const view *v) {
 static clattn_status launch_forward(clattn_context *ctx, cl_command_queue queue,
                                     const fwd_launch *L, cl_uint num_wait, const cl_event *wait,
                                     cl_event *event) {
-  const int nargs = pow2_at_least(L->nslots);
+  const int nargs = clattn_pow2_at_least(L->nslots);
   const view *views[MAX_SLOTS + 1];
   for (int j = 0; j < L->nslots; j++) views[j] = &L->slot[j];
   views[L->nslots] = &L->out;
@@ -495,7 +489,7 @@ clattn_status clattn_merge_backward(clattn_context *ctx, cl_command_queue queue,
   const int slots = bwd_slots(ctx);
   size_t lanes, rows;
   work_shape(ctx, D, vec, &lanes, &rows);
-  const size_t red_bytes = lanes * rows * (size_t)pow2_at_least(slots < p->n ? slots : p->n) * 4;
+  const size_t red_bytes = lanes * rows * (size_t)clattn_pow2_at_least(slots < p->n ? slots : p->n) * 4;
   if (red_bytes > ctx->profile.local_mem_bytes)
     return clattn_fail(CLATTN_UNSUPPORTED, "merge backward needs %zu bytes of local memory; the device has %llu",
                        red_bytes, (unsigned long long)ctx->profile.local_mem_bytes);
@@ -510,7 +504,7 @@ clattn_status clattn_merge_backward(clattn_context *ctx, cl_command_queue queue,
   for (int c = 0; c < launches && s == CLATTN_SUCCESS; c++) {
     const int first = c * slots;
     const int count = p->n - first < slots ? p->n - first : slots;
-    const int nargs = pow2_at_least(count);
+    const int nargs = clattn_pow2_at_least(count);
     view pv[2 * MAX_SLOTS];
     const view *views[2 * MAX_SLOTS + 2];
     for (int j = 0; j < count; j++) {

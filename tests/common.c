@@ -1,5 +1,6 @@
 /* Test helpers: fixture, dtype conversions, random data, buffers, checks. */
 #include "common.h"
+#include "ref_quant.h"
 
 #include <CUnit/Basic.h>
 #include <math.h>
@@ -39,68 +40,10 @@ int fixture_cleanup(void) {
   return 0;
 }
 
-/* ---------------------------------------------------------------- conversions */
-
-uint16_t f32_to_f16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
-  if (abs >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to inf */
-  if (abs < 0x38800000u) {                                   /* subnormal or zero */
-    float a;
-    memcpy(&a, &abs, 4);
-    /* a * 2^24 rounded to nearest even integer is the subnormal code */
-    double v = (double)a * 16777216.0;
-    double r = nearbyint(v);
-    return (uint16_t)(sign | (uint32_t)r);
-  }
-  uint32_t mant = abs & 0x7fffffu;
-  int32_t exp = (int32_t)(abs >> 23) - 127 + 15;
-  uint32_t h = ((uint32_t)exp << 10) | (mant >> 13);
-  uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++;
-  return (uint16_t)(sign | h);
-}
-
-float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  float f;
-  if (exp == 0) {
-    f = ldexpf((float)mant, -24);
-    if (sign) f = -f;
-    return f;
-  }
-  uint32_t x;
-  if (exp == 31)
-    x = sign | 0x7f800000u | (mant << 13);
-  else
-    x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-  memcpy(&f, &x, 4);
-  return f;
-}
-
-uint16_t f32_to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return (uint16_t)(x >> 16);
-}
-
-float bf16_to_f32(uint16_t h) {
-  uint32_t x = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-
 double round_dtype(double x, clattn_dtype dt) {
   switch (dt) {
-  case CLATTN_F16: return f16_to_f32(f32_to_f16((float)x));
-  case CLATTN_BF16: return bf16_to_f32(f32_to_bf16((float)x));
+  case CLATTN_F16: return ref_half_value(ref_half_round((float)x, 0));
+  case CLATTN_BF16: return ref_bf16_value(ref_bf16_round((float)x));
   case CLATTN_F64: return x;
   default: return (float)x;
   }
@@ -130,8 +73,8 @@ double rng_normal(void) {
 void host_pack(const double *src, size_t n, clattn_dtype dt, void *dst) {
   for (size_t i = 0; i < n; i++) {
     switch (dt) {
-    case CLATTN_F16: ((uint16_t *)dst)[i] = f32_to_f16((float)src[i]); break;
-    case CLATTN_BF16: ((uint16_t *)dst)[i] = f32_to_bf16((float)src[i]); break;
+    case CLATTN_F16: ((uint16_t *)dst)[i] = ref_half_round((float)src[i], 0); break;
+    case CLATTN_BF16: ((uint16_t *)dst)[i] = ref_bf16_round((float)src[i]); break;
     case CLATTN_F64: ((double *)dst)[i] = src[i]; break;
     case CLATTN_I32: ((int32_t *)dst)[i] = (int32_t)src[i]; break;
     default: ((float *)dst)[i] = (float)src[i]; break;
@@ -142,8 +85,8 @@ void host_pack(const double *src, size_t n, clattn_dtype dt, void *dst) {
 void host_unpack(const void *src, size_t n, clattn_dtype dt, double *dst) {
   for (size_t i = 0; i < n; i++) {
     switch (dt) {
-    case CLATTN_F16: dst[i] = f16_to_f32(((const uint16_t *)src)[i]); break;
-    case CLATTN_BF16: dst[i] = bf16_to_f32(((const uint16_t *)src)[i]); break;
+    case CLATTN_F16: dst[i] = ref_half_value(((const uint16_t *)src)[i]); break;
+    case CLATTN_BF16: dst[i] = ref_bf16_value(((const uint16_t *)src)[i]); break;
     case CLATTN_F64: dst[i] = ((const double *)src)[i]; break;
     case CLATTN_I32: dst[i] = ((const int32_t *)src)[i]; break;
     default: dst[i] = ((const float *)src)[i]; break;

@@ -24,10 +24,6 @@ int fixture_init(void);    /* CUnit suite init: 0 on success */
 int fixture_cleanup(void); /* CUnit suite cleanup */
 
 /* ---------------------------------------------------------------- host conversions */
-uint16_t f32_to_f16(float x);  /* round to nearest even */
-float f16_to_f32(uint16_t h);
-uint16_t f32_to_bf16(float x); /* round to nearest even */
-float bf16_to_f32(uint16_t h);
 /* x rounded through dtype (what storing then loading gives). */
 double round_dtype(double x, clattn_dtype dt);
 

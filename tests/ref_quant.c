@@ -1,6 +1,8 @@
 /* Host references of the K/V cache codecs (see ref_quant.h). */
 #include "ref_quant.h"
 
+#include <string.h>
+
 #include <math.h>
 #include <stdbool.h>
 
@@ -48,6 +50,21 @@ uint16_t ref_half_round(double x, int mode) {
   const double r = m * q;
   if (r > 65504.0) return (uint16_t)(sign | (mode == 0 || isinf(x) ? 0x7c00 : 0x7bff));
   return (uint16_t)(sign | half_bits_of(r));
+}
+
+uint16_t ref_bf16_round(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+
+float ref_bf16_value(uint16_t h) {
+  uint32_t x = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
 }
 
 static uint16_t saturate(uint16_t h) {

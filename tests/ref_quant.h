@@ -12,6 +12,9 @@ double ref_half_value(uint16_t h);
 /* x rounded to fp16 bits: mode 0 nearest even (overflow: inf), -1 toward -inf,
  * +1 toward +inf (directed results saturate at +-65504). NaN -> 0x7e00. */
 uint16_t ref_half_round(double x, int mode);
+/* bf16: x rounded to nearest even (NaN stays NaN), and a code's value. */
+uint16_t ref_bf16_round(float x);
+float ref_bf16_value(uint16_t h);
 
 /* E4M3 (fnuz 0: FN, bias 7, max 448; 1: FNUZ, bias 8, max 240): the value of
  * a code (NaN for the NaN codes), and the code nearest v (ties to the even

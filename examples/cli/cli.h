@@ -77,11 +77,6 @@ bool cli_tick(cli_env *env, cl_event *e);
 /* A buffer of `bytes` (printing the error and returning NULL on failure). */
 cl_mem cli_buffer(cli_env *env, size_t bytes, const char *what);
 
-/* Host conversions (round to nearest even). */
-uint16_t cli_f32_to_f16(float x);
-float cli_f16_to_f32(uint16_t h);
-uint16_t cli_f32_to_bf16(float x);
-float cli_bf16_to_f32(uint16_t h);
 /* Reads n elements of dt from element offset off into doubles (f32/f16/bf16/f64/i32). */
 bool cli_read(cli_env *env, cl_mem buf, clattn_dtype dt, size_t off, size_t n, double *out);
 /* Monotonic wall clock in seconds. */

@@ -2,6 +2,7 @@
  * names, timing helpers, progress lines, and the synthetic-data kernels
  * (built from the small OpenCL source below, not part of the library). */
 #include "cli.h"
+#include "ref_quant.h"
 
 #include <errno.h>
 #include <math.h>
@@ -261,53 +262,6 @@ void cli_progress_done(void) {
   progress.active = progress.drawn = false;
 }
 
-/* ------------------------------------------------------------------ host conversions */
-
-uint16_t cli_f32_to_f16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u, abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
-  if (abs >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to inf */
-  if (abs < 0x38800000u) {                                   /* subnormal or zero */
-    float a;
-    memcpy(&a, &abs, 4);
-    return (uint16_t)(sign | (uint32_t)nearbyint((double)a * 16777216.0));
-  }
-  const uint32_t mant = abs & 0x7fffffu;
-  uint32_t h = (((abs >> 23) - 112u) << 10) | (mant >> 13);
-  const uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++;
-  return (uint16_t)(sign | h);
-}
-
-float cli_f16_to_f32(uint16_t h) {
-  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0) {
-    float f = ldexpf((float)m, -24);
-    return sign ? -f : f;
-  }
-  uint32_t x = e == 31 ? (sign | 0x7f800000u | (m << 13)) : (sign | ((e + 112u) << 23) | (m << 13));
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-
-uint16_t cli_f32_to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return (uint16_t)(x >> 16);
-}
-
-float cli_bf16_to_f32(uint16_t h) {
-  uint32_t x = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-
 bool cli_read(cli_env *env, cl_mem buf, clattn_dtype dt, size_t off, size_t n, double *out) {
   const size_t es = clattn_dtype_size(dt);
   void *tmp = malloc(n * es + 1);
@@ -324,8 +278,8 @@ bool cli_read(cli_env *env, cl_mem buf, clattn_dtype dt, size_t off, size_t n, d
   }
   for (size_t i = 0; i < n; i++) {
     switch (dt) {
-    case CLATTN_F16: out[i] = cli_f16_to_f32(((const uint16_t *)tmp)[i]); break;
-    case CLATTN_BF16: out[i] = cli_bf16_to_f32(((const uint16_t *)tmp)[i]); break;
+    case CLATTN_F16: out[i] = ref_half_value(((const uint16_t *)tmp)[i]); break;
+    case CLATTN_BF16: out[i] = ref_bf16_value(((const uint16_t *)tmp)[i]); break;
     case CLATTN_F64: out[i] = ((const double *)tmp)[i]; break;
     case CLATTN_I32: out[i] = ((const int32_t *)tmp)[i]; break;
     default: out[i] = ((const float *)tmp)[i]; break;

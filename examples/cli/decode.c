@@ -16,6 +16,7 @@
  * same way without the gate (CLBlast blocks the host inside its calls). */
 #include "cli.h"
 #include "ref.h"
+#include "ref_quant.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -293,19 +294,6 @@ static bool time_op(run *r, op_fn op, const clattn_decode_params *p, const char 
 
 /* ------------------------------------------------------------------ reading back */
 
-static double fp8_value(unsigned byte, bool fnuz) {
-  const int sign = byte >> 7, e = (byte >> 3) & 15, m = byte & 7;
-  double v;
-  if (fnuz) {
-    if (byte == 0x80) return NAN;
-    v = e == 0 ? ldexp(m, -10) : ldexp(1.0 + m / 8.0, e - 8);
-  } else {
-    if (e == 15 && m == 7) return NAN;
-    v = e == 0 ? ldexp(m, -9) : ldexp(1.0 + m / 8.0, e - 7);
-  }
-  return sign ? -v : v;
-}
-
 /* Raw rows 0..n-1 of sequence b of a cache tensor ([.., rows, Hkv, width] of
  * elem-byte elements), in logical order. */
 static bool read_rows(run *r, cl_mem buf, size_t width, size_t es, int b, int n, uint8_t *out) {
@@ -346,17 +334,17 @@ static bool read_kv(run *r, cl_mem buf, cl_mem ss_buf, int b, int n, double *out
       const int per = D / r->groups;
       for (int d = 0; d < D; d++) {
         const uint32_t g = w[d / per];
-        const double scale = cli_f16_to_f32((uint16_t)(g & 0xffffu));
-        const double shift = cli_f16_to_f32((uint16_t)(g >> 16));
+        const double scale = ref_half_value((uint16_t)(g & 0xffffu));
+        const double shift = ref_half_value((uint16_t)(g >> 16));
         const unsigned code = (w[r->groups + d / 8] >> (4 * (d % 8))) & 15u;
         dst[d] = scale * code + shift;
       }
     } else if (ss) {
       const uint8_t *bytes = raw + i * r->row_w * 4; /* element d is byte d of the row */
-      const double scale = cli_f16_to_f32((uint16_t)(ss[i] & 0xffffu));
-      const double shift = cli_f16_to_f32((uint16_t)(ss[i] >> 16));
+      const double scale = ref_half_value((uint16_t)(ss[i] & 0xffffu));
+      const double shift = ref_half_value((uint16_t)(ss[i] >> 16));
       for (int d = 0; d < D; d++)
-        dst[d] = fp8_value(bytes[d], r->kvdt == CLATTN_FP8_FNUZ) * scale + shift;
+        dst[d] = ref_fp8_decode(bytes[d], r->kvdt == CLATTN_FP8_FNUZ) * scale + shift;
     } else {
       for (int d = 0; d < D; d++) {
         const uint8_t *e = raw + (i * D + d) * es;
@@ -364,7 +352,7 @@ static bool read_kv(run *r, cl_mem buf, cl_mem ss_buf, int b, int n, double *out
         float f;
         if (es == 2) {
           memcpy(&h, e, 2);
-          dst[d] = r->kvdt == CLATTN_F16 ? cli_f16_to_f32(h) : cli_bf16_to_f32(h);
+          dst[d] = r->kvdt == CLATTN_F16 ? ref_half_value(h) : ref_bf16_value(h);
         } else {
           memcpy(&f, e, 4);
           dst[d] = f;
