@@ -87,27 +87,6 @@ typedef float vfloat;
 static inline float vsum(float x) { return x; }
 #endif
 
-/* ---------------------------------------------------------------- the merge math */
-
-/* Folds a part with log-sum-exp lse_i into a row's running (max m, sum l).
- * A part is a normalised state: its sum is 1 at max lse_i. merge_weights
- * keeps -inf (empty parts) harmless; a NaN lse_i must poison the row
- * explicitly, since fmax drops NaN and an all -inf row would then ignore it
- * (+inf poisons by itself: its weight is exp(inf - inf)). */
-static inline void merge_fold(float *m, float *l, float lse_i) {
-  float wa, wb;
-  *m = merge_weights(*m, lse_i, &wa, &wb);
-  *l = isnan(lse_i) ? NAN : *l * wa + wb;
-}
-
-/* Weight of part lse_i against a row's reference (its max, or its lse):
- * 0 for an empty part, whose o_i is then never read (it may be garbage). */
-static inline float part_weight(float lse_i, float ref) { return exp_diff(lse_i, ref); }
-
-/* A finished row: 1/l (0 for an empty row, NaN for a poisoned one) and lse. */
-static inline float merge_inv(float l) { return (l == 0.0f) ? 0.0f : 1.0f / l; }
-static inline float merge_lse(float m, float l) { return isnan(l) ? NAN : state_lse(m, l); }
-
 /* ---------------------------------------------------------------- slots */
 
 /* Slot j's arguments: a partial o [B, M, H, D] of dtype dt and its lse [B, H, M]. */
