@@ -91,6 +91,9 @@
 #ifndef SPLIT
 #define SPLIT 0
 #endif
+#ifndef MERGE_LAST
+#define MERGE_LAST 0 /* 1: with SPLIT, the last work-group of a sequence's row block merges the splits */
+#endif
 #ifndef MMA
 #define MMA 0 /* 1: the tensor-core form (decode_mma.clh): f16/bf16 q and K/V, D a multiple of 64 */
 #endif
@@ -265,13 +268,122 @@ static inline void store_block_rows(__local const float *acc, __local const floa
   }
 }
 
+/* ---------------------------------------------------------------- the one-launch merge
+ *
+ * MERGE_LAST (with SPLIT): the work-groups of one (sequence, row block)
+ * write their partials, then take a ticket; the last to arrive merges the
+ * partials into the caller's o and lse, so no second kernel runs (two
+ * dependent launches cost about 13 us on the H200 before any work). */
+#if MERGE_LAST
+#if !SPLIT
+#error "MERGE_LAST merges split partials"
+#endif
+#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
+
+/* This work-group's ticket: true for the last of the `slots` work-groups
+ * sharing ticket t. A ticket holds a call's 48-bit tag and a count; a tag
+ * of another call (or whatever the workspace held) counts as none, so the
+ * tickets are ready for the next call without a reset. Each work-item's
+ * partial writes are fenced before the ticket, the merge's reads after it. */
+static inline bool decode_ticket(volatile __global ulong *tickets, long t, ulong epoch, int slots,
+                                 __local int *last_l) {
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+  if (get_local_id(0) == 0) {
+    volatile __global ulong *c = tickets + t;
+    ulong cur = *c, next;
+    for (;;) {
+      next = (cur >> 16) == epoch ? cur + 1 : (epoch << 16) | 1;
+      const ulong prev = atom_cmpxchg(c, cur, next);
+      if (prev == cur) break;
+      cur = prev;
+    }
+    *last_l = (int)(next & 0xffff) == slots;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const bool last = *last_l != 0;
+  if (last) mem_fence(CLK_GLOBAL_MEM_FENCE);
+  return last;
+}
+
+/* The last work-group's merge of the block's rows: the `slots` partials
+ * (o at po + po_base, lse at pl + pl_base, split strides o_split and
+ * lse_split, rows [m, h]) into o (ELT(O_DT), at fo_base, query rows from
+ * om0) and lse (at flse_base; NULL: none) with merge.cl's rules
+ * (softmax.clh), in its order. w_l: RB * slots local floats; m_l, l_l: RB.
+ * The partials are read volatile: other work-groups wrote them in this
+ * launch. The whole group calls it. */
+static inline void decode_merge_last(volatile __global const float *po, long po_base, long o_split,
+                                     long som, long soh, long sod, volatile __global const float *pl,
+                                     long pl_base, long lse_split, long slh, long slm,
+                                     __global ELT(O_DT) *fo, long fo_base, long fom, long foh,
+                                     long fod, __global float *flse, long flse_base, long flh,
+                                     long flm, long om0, int slots, int hk, int G, int r0, int rows,
+                                     __local float *w_l, __local float *m_l, __local float *l_l) {
+  const int tid = get_local_id(0);
+  for (int i = tid; i < RB * slots; i += WG) {
+    const int rr = r0 + i / slots, s = i % slots;
+    w_l[i] = rr < rows ? pl[pl_base + s * lse_split + (hk * G + rr % G) * slh + (rr / G) * slm]
+                       : -INFINITY;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int rr = r0 + tid;
+  if (tid < RB) {
+    float m = -INFINITY, l = 0.0f;
+    for (int s = 0; s < slots; s++) merge_fold(&m, &l, w_l[tid * slots + s]);
+    m_l[tid] = m;
+    l_l[tid] = l;
+    if (flse && rr < rows)
+      flse[flse_base + (hk * G + rr % G) * flh + (om0 + rr / G) * flm] = merge_lse(m, l);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int i = tid; i < RB * slots; i += WG) w_l[i] = part_weight(w_l[i], m_l[i / slots]);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int i = tid; i < RB * D; i += WG) {
+    const int r = i / D, d = i % D, rr = r0 + r;
+    if (rr >= rows) continue;
+    const long at = po_base + (rr / G) * som + (hk * G + rr % G) * soh + d * sod;
+    float acc = 0.0f;
+    /* 8 loads in flight before their sums (a volatile load per iteration
+     * waited for each: H200, 128 splits, 2x the merge kernel's time); every
+     * part was written by its work-group, an empty part's weight 0 drops it */
+    for (int s0 = 0; s0 < slots; s0 += 8) {
+      float x[8];
+      for (int u = 0; u < 8; u++) x[u] = s0 + u < slots ? po[at + (s0 + u) * o_split] : 0.0f;
+      for (int u = 0; u < 8 && s0 + u < slots; u++) {
+        const float w = w_l[r * slots + s0 + u];
+        if (w != 0.0f) acc += w * x[u];
+      }
+    }
+    ST(O_DT, fo, fo_base + (om0 + rr / G) * fom + (hk * G + rr % G) * foh + d * fod,
+       acc * merge_inv(l_l[r]));
+  }
+}
+
+/* Called by both forms after their partials are stored: b, the sequence;
+ * gy, the group's (KV head, row block); om0, the first query row of the
+ * sequence in the caller's o (varlen: packed). */
+#define DECODE_MERGE_LAST(b, gy, om0, hk, G, r0, rows, w_l, m_l, l_l, last_l)                  \
+  if (decode_ticket(tickets, A.ticket_off + (long)(b) * get_num_groups(1) + (gy), (ulong)A.epoch, \
+                    slots, last_l))                                                             \
+    decode_merge_last((volatile __global const float *)o, o_off + (b) * sob, o_split, som, soh,  \
+                      sod, (volatile __global const float *)lse, lse_off + (b) * slb, lse_split, \
+                      slh, slm, fo, A.fo.off + (VARLEN ? 0 : (b) * A.fo.s0), A.fo.s1, A.fo.s2,    \
+                      A.fo.s3, flse, A.flse.off + (VARLEN ? 0 : (b) * A.flse.s0), A.flse.s1,      \
+                      A.flse.s2, (om0), slots, (hk), (G), (r0), (rows), (w_l), (m_l), (l_l))
+#else
+#define DECODE_MERGE_LAST(b, gy, om0, hk, G, r0, rows, w_l, m_l, l_l, last_l) (void)0
+#endif
+
 /* The partial kernel's parameters, the same for both forms: the buffers,
- * then the views and scalars in one struct (args.clh, the host's twin). */
+ * then the views and scalars in one struct (args.clh, the host's twin);
+ * fo, flse and the tickets are MERGE_LAST's (NULL otherwise). */
 #define DECODE_PARTIAL_PARAMS                                                                \
   __global const ELT(Q_DT) *q, __global const KV_ELT *k, __global const KV_ELT *v,            \
       __global const uint *k_ss, __global const uint *v_ss, __global const int *kv_len,       \
       __global const float *bias, __global const int *block_table, __global const int *q_start, \
       __global ELT(OUT_DT) *o, __global float *lse, __global int *err_flag,                    \
+      __global ELT(O_DT) *fo, __global float *flse, volatile __global ulong *tickets,          \
       const clattn_decode_args A
 
 /* The views and scalars under their names in the kernels (the last three
@@ -751,5 +863,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
 #endif
   store_block_rows(q_l, l_l, m_fin_l, o, o_off + split * o_split + ob * sob, som, soh, sod, lse,
                    lse_off + split * lse_split + ob * slb, slh, slm, om0, at.hk, at.G, at.r0, at.rows);
+#if MERGE_LAST
+  __local int last_l;
+  DECODE_MERGE_LAST(b, get_group_id(1), sq.q0, at.hk, at.G, at.r0, at.rows, q_l, l_l, m_fin_l, &last_l);
+#endif
 }
 #endif /* MMA */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
+#include <time.h>
 
 static void default_cache_dir(char *buf, size_t size) {
   const char *env = getenv("CLATTN_CACHE_DIR");
@@ -45,6 +45,28 @@ static void stderr_log(void *priv, clattn_log_level level, const char *msg) {
   fprintf(stderr, "%s\n", msg);
 }
 
+/* Tags start at a random point per context, so a workspace shared by two
+ * contexts (or holding another's tickets) meets a tag it has seen with odds
+ * of about 2^-48 per ticket. */
+static uint64_t tag_seed(const clattn_context *ctx) {
+  struct timespec ts;
+  timespec_get(&ts, TIME_UTC);
+  uint64_t x = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  x ^= (uint64_t)(uintptr_t)ctx * 0x9e3779b97f4a7c15u;
+  x ^= x >> 31; /* splitmix64's finaliser */
+  x *= 0xbf58476d1ce4e5b9u;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebu;
+  return x ^ (x >> 31);
+}
+
+uint64_t clattn_decode_tag(clattn_context *ctx) {
+  for (;;) {
+    const uint64_t t = (atomic_fetch_add(&ctx->decode_tag, 1) + 1) & (((uint64_t)1 << 48) - 1);
+    if (t) return t;
+  }
+}
+
 clattn_status clattn_context_create(cl_context cl_ctx, cl_device_id device,
                                     const clattn_context_options *opts, clattn_context **out) {
   if (!out) return clattn_fail(CLATTN_INVALID_ARGUMENT, "out is NULL");
@@ -72,6 +94,7 @@ clattn_status clattn_context_create(cl_context cl_ctx, cl_device_id device,
     free(c);
     return s;
   }
+  atomic_init(&c->decode_tag, tag_seed(c));
   if (opts) c->opts = *opts;
   if (!c->opts.log) {
     /* CLATTN_LOG=info|debug: log to stderr when the caller set no callback */
@@ -189,7 +212,14 @@ static atomic_int forced_path; /* clattn_force_path */
 
 void clattn_force_path(int path) { atomic_store(&forced_path, path); }
 
-int clattn_forced_path(void) { return atomic_load(&forced_path); }
+/* The test hook's choice, else CLATTN_FORCE_MMA=1 in the environment: the
+ * tensor-core kernels wherever the shape allows (emulated off NVIDIA). */
+int clattn_forced_path(void) {
+  const int path = atomic_load(&forced_path);
+  if (path) return path;
+  const char *mma = getenv("CLATTN_FORCE_MMA");
+  return mma && mma[0] == '1' ? 2 : 0;
+}
 
 clattn_status clattn_check_enqueue(const clattn_context *ctx, cl_command_queue queue,
                                    cl_uint num_wait, const cl_event *wait) {

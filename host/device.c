@@ -178,6 +178,7 @@ clattn_status clattn_device_profile_query(cl_device_id d, clattn_device_profile 
   p->has_fp16 = strstr(ext, "cl_khr_fp16") != NULL;
   p->has_fp64 = strstr(ext, "cl_khr_fp64") != NULL;
   p->has_subgroups = strstr(ext, "cl_khr_subgroups") != NULL;
+  p->has_int64_atomics = strstr(ext, "cl_khr_int64_base_atomics") != NULL;
   classify(p, d, ext);
   free(ext);
   return CLATTN_SUCCESS;

@@ -144,6 +144,8 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(decode_mma_int4_whole, 0, 1, 0, "token rows: one group of all a token's heads, blocks as they lie") \
   X(decode_mma_fp8_wg, 0, 1024, 1, "fp8 on tensor cores: work-items per group (0: decode_wg)")    \
   X(decode_mma_fp8_stages, 0, 6, 0, "fp8: a ring of this many blocks per warp (0: none)")         \
+  X(decode_merge_last, 0, 4096, 0, "most splits a row block's last work-group merges: one launch (0: never)") \
+  X(decode_mma_small_wg, 0, 1024, 1, "tensor cores, float K/V, groups <= units / 8: work-items per group (0: off)") \
   /* merge */                                                                                    \
   X(merge_wg, 1, 1024, 1, "merge: work-items per group")                                         \
   /* rerope (forward / backward) */                                                             \
@@ -195,7 +197,11 @@ struct clattn_context {
   atomic_bool ran_clblast; /* clattn_reference_decode ran here (see clattn_baseline_context_release) */
   bool owns_cl; /* created by clattn_context_create_default */
   cl_mem scratch; /* 4 KiB the kernels may write when the caller passes no error flag */
+  _Atomic uint64_t decode_tag; /* decode's one-launch merge: the last call's ticket tag (48 bits) */
 };
+
+/* A ticket tag no earlier decode call of ctx used: 48 bits, never 0. */
+uint64_t clattn_decode_tag(clattn_context *ctx);
 
 void clattn_log(const clattn_context *ctx, clattn_log_level level, const char *fmt, ...)
     CLATTN_PRINTF(3, 4);

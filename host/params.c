@@ -21,7 +21,7 @@ typedef struct row {
 /* The portable kernels' values every GPU row starts from. */
 #define GPU_PORTABLE                                                                        \
   .decode_wg = 128, .decode_splits_per_cu = 2, .decode_min_keys_per_split = 256,            \
-  .decode_max_splits = 128, .merge_wg = 128, .quant_wg = 256
+  .decode_max_splits = 128, .merge_wg = 128, .quant_wg = 256, .decode_merge_last = 8
 
 /* Hopper / Ampere (H200 measurements, tools/PERF.md). Decode takes the
  * tensor-core form (f16/bf16 q, D % 64 == 0) with 2 groups per SM as the
@@ -39,11 +39,19 @@ typedef struct row {
  * ReRoPE forward (Z=1 H=32 N=8192 D=64 W=2048, non-causal; two passes, one Q
  * in registers): key tiles of 64, a ring of 2 tiles, 2 blocks of 16 query
  * rows per warp (2.05 ms; tiles of 32: 2.22, with 3 in the ring 2.19; 1 block
- * per warp 2.54). */
+ * per warp 2.54).
+ * Small grids (B=1, f16 D=128 Hkv=8: 8 groups): groups of 8 warps, one per
+ * SM (ctx 4096 / 16384 / 32768: 38.4 / 55.0 / 73.1 us against 43.8 / 63.0 /
+ * 75.7 with 4 warps, 2 per SM). Splits merged in the partial kernel up to 8
+ * on every GPU row (B=1 ctx=4096, 8 splits: 38.4 against 37.5 us of device
+ * time, 23.8 against 52.7 us per call back to back; one work-group's merge
+ * of many splits is slower than the merge kernel: 128 splits 143 against
+ * 80 us). CPUs: up to 64 (a launch costs more there than a merge; unmeasured). */
 #define NVIDIA_MMA                                                                          \
   GPU_PORTABLE, .decode_mma = 1, .decode_mma_splits_per_cu = 2, .decode_mma_min_keys = 1024, \
   .decode_mma_int4_wg = 128, .decode_mma_int4_heads = 4,                                    \
-  .decode_mma_int4_groups_per_cu = 4, .decode_mma_fp8_wg = 256, .rerope_block_m = 64,       \
+  .decode_mma_int4_groups_per_cu = 4, .decode_mma_fp8_wg = 256, .decode_mma_small_wg = 256, \
+  .rerope_block_m = 64,                                                                     \
   .rerope_block_n = 32, .rerope_wg = 128, .rerope_use_mma = 1, .rerope_stages = 2,          \
   .rerope_warp_blocks = 2, .rerope_mma_block_n = 64
 
@@ -56,22 +64,22 @@ static const row table[] = {
     {"amd-gfx9",
      {.decode_wg = 256, .decode_splits_per_cu = 4, .decode_min_keys_per_split = 256,
       .decode_max_splits = 128, .merge_wg = 256, .quant_wg = 256, .rerope_block_m = 32,
-      .rerope_block_n = 32, .rerope_wg = 256}},
+      .rerope_block_n = 32, .rerope_wg = 256, .decode_merge_last = 8}},
     {"amd-gfx1", {GPU_PORTABLE, .rerope_block_m = 32, .rerope_block_n = 32, .rerope_wg = 128}},
     /* CPUs: few compute units; a work-item per key needs no barriers */
     {"pocl-cpu",
      {.decode_wg = 64, .decode_splits_per_cu = 2, .decode_min_keys_per_split = 64,
       .decode_max_splits = 64, .merge_wg = 64, .quant_wg = 64, .rerope_block_m = 16,
-      .rerope_block_n = 16, .rerope_wg = 64}},
+      .rerope_block_n = 16, .rerope_wg = 64, .decode_merge_last = 64}},
     {"intel-cpu",
      {.decode_wg = 64, .decode_splits_per_cu = 2, .decode_min_keys_per_split = 64,
       .decode_max_splits = 64, .merge_wg = 64, .quant_wg = 64, .rerope_block_m = 16,
-      .rerope_block_n = 16, .rerope_wg = 64}},
+      .rerope_block_n = 16, .rerope_wg = 64, .decode_merge_last = 64}},
     /* generic: correct everywhere */
     {"",
      {.decode_wg = 64, .decode_splits_per_cu = 2, .decode_min_keys_per_split = 128,
       .decode_max_splits = 64, .merge_wg = 64, .quant_wg = 64, .rerope_block_m = 16,
-      .rerope_block_n = 16, .rerope_wg = 64}},
+      .rerope_block_n = 16, .rerope_wg = 64, .decode_merge_last = 64}},
 };
 #undef GPU_PORTABLE
 #undef NVIDIA_MMA

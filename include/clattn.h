@@ -194,6 +194,7 @@ typedef struct clattn_device_profile {
   int has_fp16, has_fp64, has_subgroups;
   int has_nv_ptx;           /* inline PTX usable (NVIDIA) */
   int has_amd_builtins;     /* AMD GCN/CDNA/RDNA builtins usable */
+  int has_int64_atomics;    /* cl_khr_int64_base_atomics (decode's one-launch merge) */
 } clattn_device_profile;
 
 CLATTN_API clattn_status clattn_context_profile(const clattn_context *ctx,
@@ -269,18 +270,23 @@ typedef struct clattn_decode_params {
   int num_splits; /* 0: chosen per device; 1 .. 65536 fixes the split-K count */
   /* Optional [n] f32 contiguous workspace for split-K partials, at least
    * clattn_decode_workspace_size bytes from its offset; absent: allocated per
-   * call and released once the kernels have finished. */
+   * call and released once the kernels have finished. Its content before a
+   * call does not matter (the one-launch merge's tickets carry a tag of the
+   * call), and it may be reused for anything once the call has finished. */
   clattn_tensor maybe_workspace;
 } clattn_decode_params;
 
-/* Enqueues decode attention: a split-K partial kernel and, when the keys are
- * split, the merge kernel. Any float q/o, any K/V format above.
- * Fast path: on NVIDIA (sm_80+), D a multiple of 64, q f16/bf16 with K/V of
- * its dtype or q f16 with int4 or fp8 K/V, rows 16-byte aligned: tensor
- * cores. There the weights p (times V's scale for one-group int4 and fp8)
- * are rounded to the 16-bit dtype for the P V product (2^-12 relative for
- * f16, 2^-9 for bf16) and int4 rows of 2, 4 or 8 groups are dequantized to
- * f16 values; scores, sums and lse stay f32. Elsewhere, and with
+/* Enqueues decode attention: one split-K kernel; where the keys are split
+ * into more parts than the device's tuning merges in that kernel (or the
+ * device lacks 64-bit atomics), a merge kernel follows. Any float q/o, any
+ * K/V format above. clattn_decode_kernels says which kernels run.
+ * Fast path: on NVIDIA (sm_80+), D a multiple of 8 (fp8: 16; padded to 64
+ * in registers), q f16/bf16 with K/V of its dtype or q f16 with int4 or fp8
+ * K/V, rows 16-byte aligned: tensor cores. There the weights p (times V's
+ * scale for one-group int4, whose codes are centred on 8, and fp8) are
+ * rounded to the 16-bit dtype for the P V product (2^-12 relative for f16,
+ * 2^-9 for bf16) and int4 rows of 2, 4 or 8 groups are dequantized to f16
+ * values; scores, sums and lse stay f32. Elsewhere, and with
  * CLATTN_PORTABLE=1, all arithmetic is f32 after loading. Which cache
  * layouts read fastest, and why: tools/FAST_PATHS.md. */
 CLATTN_API clattn_status clattn_decode(clattn_context *ctx, cl_command_queue queue,
@@ -293,6 +299,15 @@ CLATTN_API clattn_status clattn_decode(clattn_context *ctx, cl_command_queue que
 CLATTN_API clattn_status clattn_decode_workspace_size(clattn_context *ctx,
                                                       const clattn_decode_params *params,
                                                       size_t *bytes, int *num_splits);
+
+/* Which kernels clattn_decode runs for these params, in words: the form
+ * ("tensor cores", "tensor cores, token rows", "portable"; "(emulated)"
+ * where CLATTN_FORCE_MMA=1 takes the tensor-core form off NVIDIA), the split
+ * count and how the splits merge ("one launch": the last work-group of each
+ * row block merges them; "two launches": a merge kernel follows). The text
+ * lives until this thread's next call; NULL, the reason in
+ * clattn_last_error, when params fail decode's checks. */
+CLATTN_API const char *clattn_decode_kernels(clattn_context *ctx, const clattn_decode_params *params);
 
 /* ------------------------------------------------------------------ KV cache: append, quantize, dequantize */
 

@@ -20,7 +20,9 @@ typedef struct plan {
   bool rows32;       /* 16 rows of K, V (and their scale-shift words) span < 2^31 elements */
   bool stream;       /* token rows: spans of chunk keys over all (sequence, row block) pairs' blocks */
   int64_t blocks, P; /* stream: those 16-key blocks, spans (a work-group per span and head group) */
-  size_t part_o_elems, lse_offset_bytes, ws_bytes;
+  bool merge_last;   /* splits merged in the partial kernel by each row block's last work-group */
+  bool small;        /* tensor cores, float K/V, a grid of few groups: wider groups, one per unit */
+  size_t part_o_elems, lse_offset_bytes, ticket_offset_bytes, ws_bytes;
 } plan;
 
 static int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -423,10 +425,11 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
   const bool want = pl->pr.kv_q ? t->decode_kstage_quant : (t->decode_kstage && pl->aligned);
   pl->kstage = want && !pl->lane_keys && kstage_bytes + other_bytes <= ctx->profile.local_mem_bytes;
 
-  /* The tensor-core form where it applies (D a multiple of 64, and f16/bf16 q
-   * with 16-byte aligned K/V rows of its dtype, or f16 q with quantized rows);
-   * its PTX is real on NVIDIA and emulated where a test forces it elsewhere.
-   * Blocks of 8 or 16 rows. */
+  /* The tensor-core form where it applies (D a multiple of 8, fp8 16, padded
+   * to 64 in registers; f16/bf16 q with 16-byte aligned K/V rows of its
+   * dtype, or f16 q with quantized rows); its PTX is real on NVIDIA and
+   * emulated where a test forces it elsewhere (CLATTN_FORCE_MMA=1). Blocks
+   * of 8 or 16 rows. Staged and token rows take D a multiple of 64. */
   const int forced = clattn_forced_path();
   const bool ptx = clattn_nv_ptx_active(ctx);
   const bool mma_float = pl->pr.kv_q == 0 && pl->pr.qdt == pl->pr.kvdt && pl->pr.kvdt != CLATTN_F32 && pl->aligned;
@@ -435,7 +438,7 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
   const bool mma_quant = pl->pr.qdt == CLATTN_F16 &&
                          (pl->pr.kv_q == 1 || (pl->pr.kv_q == 2 && aligned_to(&p->k, 16) && aligned_to(&p->v, 16)));
   if ((forced == 2 || (forced == 0 && t->decode_mma && ptx)) && (mma_float || mma_quant) &&
-      pl->pr.D % 64 == 0) {
+      pl->pr.D % (pl->pr.kv_q == 2 ? 16 : 8) == 0) {
     pl->mma = true;
     /* 16-key blocks in flight per warp: enough bytes to cover the latency */
     pl->nblk = t->decode_mma_blocks ? t->decode_mma_blocks : 1;
@@ -445,8 +448,19 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
     pl->nrb = (int)div_up(pl->rows > 0 ? pl->rows : 1, pl->RB);
     const int qwg = pl->pr.kv_q == 1 ? t->decode_mma_int4_wg : pl->pr.kv_q == 2 ? t->decode_mma_fp8_wg : 0;
     if (qwg >= 32 && qwg % 32 == 0) pl->WG = qwg; /* whole warps; the lookup kept it within the device */
-    plan_stages(ctx, p, pl);
-    plan_tokens(ctx, p, pl);
+    if (pl->pr.D % 64 == 0) {
+      plan_stages(ctx, p, pl);
+      plan_tokens(ctx, p, pl);
+    }
+    /* Few (sequence, KV head, row block) groups (B = 1: 8 for 132 SMs): 8
+     * warps per group, one group per unit, split after two iterations of
+     * keys (H200, B=1 ctx=16384: 56 against 68 us with 4 warps, 2 per SM) */
+    const int64_t few = (int64_t)pl->pr.B * pl->pr.Hkv * pl->nrb;
+    if (!pl->pr.kv_q && t->decode_mma_small_wg >= 32 && few * 8 <= (int64_t)ctx->profile.compute_units &&
+        (size_t)t->decode_mma_small_wg <= ctx->profile.max_work_group_size) {
+      pl->small = true;
+      pl->WG = t->decode_mma_small_wg;
+    }
     pl->rows32 = max_key_stride(p, pl->pr.kv_q) < ((int64_t)1 << 27); /* strides are >= 0 (checked) */
   }
 
@@ -455,11 +469,13 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
   /* token rows: the tuning's groups per unit are of int4_heads heads; the
    * same warps per unit for groups of other sizes */
   const int tok_per_cu = pl->tokens ? t->decode_mma_int4_groups_per_cu * t->decode_mma_int4_heads / pl->tokens : 0;
-  const int per_cu = pl->tokens && t->decode_mma_int4_groups_per_cu ? (tok_per_cu > 1 ? tok_per_cu : 1)
+  const int per_cu = pl->small ? 1
+                     : pl->tokens && t->decode_mma_int4_groups_per_cu ? (tok_per_cu > 1 ? tok_per_cu : 1)
                      : pl->mma && t->decode_mma_splits_per_cu ? t->decode_mma_splits_per_cu
                                                               : t->decode_splits_per_cu;
   const int64_t target = (int64_t)ctx->profile.compute_units * per_cu;
-  const int min_keys = pl->mma && t->decode_mma_min_keys ? t->decode_mma_min_keys : t->decode_min_keys_per_split;
+  const int min_keys = pl->small ? 2 * pl->WG
+                       : pl->mma && t->decode_mma_min_keys ? t->decode_mma_min_keys : t->decode_min_keys_per_split;
   if (p->num_splits > 0) {
     pl->S = p->num_splits;
     pl->chunk = (int)div_up(pl->pr.kv_cap > 0 ? pl->pr.kv_cap : 1, pl->S);
@@ -477,8 +493,17 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
     pl->chunk = (int)chunk;
     pl->S = (int)div_up(pl->pr.kv_cap > 0 ? pl->pr.kv_cap : 1, chunk);
   }
+  /* One launch where the device has the tickets' atomics and the splits are
+   * few (the tuning's most: one work-group's merge of many splits costs more
+   * than a merge kernel), the last of a row block's work-groups merges them
+   * (its local scratch holds RB x S weights: S <= D). Token rows' groups
+   * span several heads: two launches. */
+  pl->merge_last = pl->S > 1 && pl->S <= t->decode_merge_last && ctx->profile.has_int64_atomics &&
+                   !pl->tokens && pl->S <= pl->pr.D;
   if (pl->S > 1) {
-    /* partials: o [S, B, Mq, Hq, D] then lse [S, B, Hq, Mq], f32 */
+    /* partials: o [S, B, Mq, Hq, D] then lse [S, B, Hq, Mq], f32; one launch:
+     * then a ticket (u64) per (sequence, row block of a KV head), from the
+     * first multiple of 8 bytes (the workspace's offset is one of 4) */
     uint64_t rows, o_elems, bytes;
     if (__builtin_mul_overflow((uint64_t)pl->S * (uint64_t)pl->pr.B, (uint64_t)pl->pr.Mq * (uint64_t)pl->pr.Hq, &rows) ||
         __builtin_mul_overflow(rows, (uint64_t)pl->pr.D, &o_elems) || o_elems > ((uint64_t)1 << 60) ||
@@ -490,6 +515,12 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
                          (unsigned long long)ctx->profile.max_alloc_bytes);
     pl->part_o_elems = (size_t)o_elems;
     pl->lse_offset_bytes = (pl->part_o_elems * 4 + 255) / 256 * 256;
+    pl->ticket_offset_bytes = (size_t)bytes;
+    const uint64_t tickets = 8 * (uint64_t)pl->pr.B * head_groups(pl) * pl->nrb + 8;
+    if (pl->merge_last && bytes + tickets <= ctx->profile.max_alloc_bytes)
+      bytes += tickets;
+    else
+      pl->merge_last = false;
     pl->ws_bytes = (size_t)bytes;
   }
   return CLATTN_SUCCESS;
@@ -502,12 +533,12 @@ static void decode_options(const plan *pl, bool split, char *buf, size_t size) {
            "-DQ_DT=%s -DKV_DT=%s -DO_DT=%s -DD=%d -DWG=%d -DRB=%d -DKV_Q=%d -DKV_GROUPS=%d "
            "-DFP8_FNUZ=%d -DALIGNED=%d -DPAGED=%d -DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DSPLIT=%d "
            "-DLANE_KEYS=%d -DKSTAGE=%d -DMMA=%d -DNBLK=%d -DSTAGES=%d -DTOKENS=%d -DTWHOLE=%d "
-           "-DSTREAM=%d -DROWS32=%d%s%s",
+           "-DSTREAM=%d -DROWS32=%d -DMERGE_LAST=%d%s%s",
            clattn_dtype_cl(pl->pr.qdt), clattn_dtype_cl(pl->pr.kv_q ? CLATTN_F32 : pl->pr.kvdt),
            clattn_dtype_cl(pl->pr.odt), pl->pr.D, pl->WG, pl->RB, pl->pr.kv_q, pl->pr.kv_groups, pl->pr.fnuz,
            pl->aligned, pl->pr.paged, pl->pr.varlen, pl->pr.causal, pl->pr.bias, split, pl->lane_keys, pl->kstage,
            pl->mma, pl->nblk > 0 ? pl->nblk : 1, pl->stages, pl->tokens, pl->whole, pl->stream, pl->rows32,
-           pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
+           split && pl->merge_last, pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
 }
 
 clattn_status clattn_decode_workspace_size(clattn_context *ctx, const clattn_decode_params *params,
@@ -556,7 +587,7 @@ static clattn_kv_view kv_view(const clattn_tensor *t) {
 static cl_long elem_offset(const clattn_tensor *t) { return clattn_present(t) ? clattn_elem_offset(t) : 0; }
 
 /* The partial kernel's views and scalars (cl/args.clh). */
-static clattn_decode_args partial_args(const clattn_decode_params *p, const plan *pl,
+static clattn_decode_args partial_args(clattn_context *ctx, const clattn_decode_params *p, const plan *pl,
                                        const clattn_workspace *ws) {
   const clattn_decode_problem *pr = &pl->pr;
   clattn_decode_args a;
@@ -576,6 +607,12 @@ static clattn_decode_args partial_args(const clattn_decode_params *p, const plan
     a.o_split = (int64_t)pr->B * Mq * Hq * D;
     a.lse = (clattn_view4){ws->off + (int64_t)(pl->lse_offset_bytes / 4), Hq * Mq, Mq, 1, 0};
     a.lse_split = (int64_t)pr->B * Hq * Mq;
+    if (pl->merge_last) {
+      a.fo = view4(&p->o, 4);
+      a.flse = view4(&p->maybe_lse, 3);
+      a.ticket_off = (ws->off * 4 + (int64_t)pl->ticket_offset_bytes + 7) / 8;
+      a.epoch = (int64_t)clattn_decode_tag(ctx);
+    }
   } else {
     a.o = view4(&p->o, 4);
     a.lse = view4(&p->maybe_lse, 3);
@@ -612,7 +649,7 @@ static clattn_status launch_partial(clattn_context *ctx, cl_command_queue queue,
   cl_kernel k = NULL;
   CLATTN_TRY(clattn_kernel_get(ctx, "decode.cl", opts, name, &k));
   const bool fp8 = pl->pr.kv_q == 2;
-  const clattn_decode_args args = partial_args(p, pl, ws);
+  const clattn_decode_args args = partial_args(ctx, p, pl, ws);
   clattn_args a = clattn_args_begin(k);
   clattn_arg_mem(&a, p->q.buf);
   clattn_arg_mem(&a, p->k.buf);
@@ -626,6 +663,10 @@ static clattn_status launch_partial(clattn_context *ctx, cl_command_queue queue,
   clattn_arg_mem(&a, split ? ws->buf : p->o.buf);
   clattn_arg_mem(&a, split ? ws->buf : p->maybe_lse.buf);
   clattn_arg_mem(&a, clattn_present(&p->maybe_error_flag) ? p->maybe_error_flag.buf : ctx->scratch);
+  const bool last = split && pl->merge_last;
+  clattn_arg_mem(&a, last ? p->o.buf : NULL);
+  clattn_arg_mem(&a, last ? p->maybe_lse.buf : NULL);
+  clattn_arg_mem(&a, last ? ws->buf : NULL);
   clattn_arg(&a, sizeof args, &args);
   clattn_status s = clattn_args_end(&a, name);
   if (s == CLATTN_SUCCESS) {
@@ -679,13 +720,33 @@ clattn_status clattn_decode(clattn_context *ctx, cl_command_queue queue,
   if (split)
     CLATTN_TRY(clattn_workspace_acquire(ctx, &p->maybe_workspace, pl.ws_bytes,
                                         "clattn_decode_workspace_size", &ws));
+  const bool merge = split && !pl.merge_last; /* a second kernel merges the splits */
   cl_event partial_done = NULL;
   clattn_status s = launch_partial(ctx, queue, p, &pl, &ws, num_wait, wait_list,
-                                   split ? &partial_done : event);
-  if (s == CLATTN_SUCCESS && split) s = launch_merge(ctx, queue, p, &pl, &ws, partial_done, event);
+                                   merge ? &partial_done : event);
+  if (s == CLATTN_SUCCESS && merge) s = launch_merge(ctx, queue, p, &pl, &ws, partial_done, event);
   if (partial_done) clReleaseEvent(partial_done);
   clattn_workspace_release(&ws);
   return s;
+}
+
+const char *clattn_decode_kernels(clattn_context *ctx, const clattn_decode_params *params) {
+  static _Thread_local char text[160];
+  clattn_clear_error();
+  if (!ctx || !params) {
+    clattn_fail(CLATTN_INVALID_ARGUMENT, "%s is NULL", ctx ? "params" : "ctx");
+    return NULL;
+  }
+  plan pl;
+  if (plan_decode(ctx, params, &pl) != CLATTN_SUCCESS) return NULL;
+  const char *form = !pl.mma ? "portable" : pl.tokens ? "tensor cores, token rows" : "tensor cores";
+  const char *emu = pl.emulate ? " (emulated)" : "";
+  if (pl.S <= 1)
+    snprintf(text, sizeof text, "%s%s, 1 split: one launch", form, emu);
+  else
+    snprintf(text, sizeof text, "%s%s, %d %s: %s", form, emu, pl.S, pl.stream ? "parts of equal spans" : "splits",
+             pl.merge_last ? "one launch (the last work-group merges)" : "two launches (partials, merge)");
+  return text;
 }
 
 /* ------------------------------------------------------------------ variants */
@@ -776,6 +837,15 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.pr.page_size = pl.pr.paged ? 16 : 0;
     pl.pr.varlen = pl.pr.bias = f == 2;
     EMIT(pl, f != 3);
+  }
+  for (int f = 0; f < 3; f++) { /* the one-launch merge: portable (varlen), tensor cores f16 and int4 */
+    plan pl = base;
+    pl.merge_last = true;
+    pl.pr.varlen = f == 0;
+    pl.mma = pl.emulate = pl.aligned = f > 0;
+    pl.RB = f > 0 ? 8 : pl.RB;
+    pl.pr.kv_q = f == 2;
+    EMIT(pl, 1);
   }
   for (int q = 1; q <= 3; q++) { /* int4, fp8, fp8 fnuz */
     plan pl = base;

@@ -1,10 +1,11 @@
 /* Double-precision reference of decode attention. */
 #include "ref.h"
+#include "ref_quant.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-void ref_decode(const ref_decode_args *a) {
+static void decode(const ref_decode_args *a, int p_f16) {
   const int D = a->D, G = a->Hq / a->Hkv;
   double *s = malloc(sizeof(double) * (size_t)(a->Nkv > 0 ? a->Nkv : 1));
   for (int b = 0; b < a->B; b++) {
@@ -39,6 +40,7 @@ void ref_decode(const ref_decode_args *a) {
           for (int j = 0; j < visible; j++) {
             double p = exp(s[j] - mx);
             sum += p;
+            if (p_f16) p = ref_half_value(ref_half_round(p, 0));
             const double *v = a->v + (((long)b * a->Nkv + j) * a->Hkv + hk) * D;
             for (int d = 0; d < D; d++) o[d] += p * v[d];
           }
@@ -56,3 +58,7 @@ void ref_decode(const ref_decode_args *a) {
   }
   free(s);
 }
+
+void ref_decode(const ref_decode_args *a) { decode(a, 0); }
+
+void ref_decode_p_f16(const ref_decode_args *a) { decode(a, 1); }

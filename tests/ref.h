@@ -19,5 +19,9 @@ typedef struct ref_decode_args {
 } ref_decode_args;
 
 void ref_decode(const ref_decode_args *a);
+/* The same math in f16 storage (FlashAttention's accuracy rule): each weight
+ * exp(s - max) rounded to f16 before it multiplies V (pass K and V rounded
+ * to f16 too); the sum of the weights exact. */
+void ref_decode_p_f16(const ref_decode_args *a);
 
 #endif

@@ -23,6 +23,9 @@ typedef struct dcase {
   const int32_t *q_counts; /* varlen: queries per sequence (NULL: dense Mq) */
   int bad_entry;         /* paged: 1 = sequence 0's logical page 1 maps to -1, 2 = past num_pages */
   int len_over;          /* paged: kv_len[0] exceeds the table's capacity by this much */
+  int two_launch;        /* splits merged by the merge kernel (decode_merge_last off) */
+  int ws_junk;           /* a caller's workspace full of junk, decode run twice on it */
+  const char *kernels;   /* a substring clattn_decode_kernels must give (NULL: not checked) */
 } dcase;
 
 /* Random values of a dtype's range, rounded so host and device see the same numbers. */
@@ -43,12 +46,12 @@ static int seq_len(const dcase *c, int b) {
 
 static void run_case(const dcase *c) {
   char name[256];
-  CASE_NAME(name, "decode B=%d Mq=%d Hq=%d Hkv=%d D=%d N=%d q=%s kv=%s o=%s split=%d%s%s%s%s%s page=%d%s",
+  CASE_NAME(name, "decode B=%d Mq=%d Hq=%d Hkv=%d D=%d N=%d q=%s kv=%s o=%s split=%d%s%s%s%s%s page=%d%s%s%s",
             c->B, c->Mq, c->Hq, c->Hkv, c->D, c->Nkv, clattn_dtype_name(c->qdt),
             clattn_dtype_name(c->kvdt), clattn_dtype_name(c->odt), c->splits,
             c->causal ? " causal" : "", c->bias ? " bias" : "", c->lse ? " lse" : "",
             c->bhsd ? " bhsd" : "", c->kv_len ? " kvlen" : "", c->page_size,
-            c->q_counts ? " varlen" : "");
+            c->q_counts ? " varlen" : "", c->two_launch ? " two-launch" : "", c->ws_junk ? " ws-junk" : "");
   const int B = c->B, Hq = c->Hq, Hkv = c->Hkv, D = c->D, N = c->Nkv;
   const bool varlen = c->q_counts != NULL;
   int32_t *q_start = calloc((size_t)B + 1, sizeof *q_start);
@@ -245,10 +248,40 @@ static void run_case(const dcase *c) {
   p.causal = c->causal;
   p.num_splits = c->splits;
 
-  cl_event ev = NULL;
-  CHECK_OK(clattn_decode(fx.ctx, fx.queue, &p, 0, NULL, &ev));
-  CU_ASSERT_EQUAL(clWaitForEvents(1, &ev), CL_SUCCESS);
-  clReleaseEvent(ev);
+  const int merge_last = fx.ctx->tuning.decode_merge_last;
+  if (c->two_launch) fx.ctx->tuning.decode_merge_last = 0;
+  if (c->kernels) {
+    const char *k = clattn_decode_kernels(fx.ctx, &p);
+    CU_ASSERT_PTR_NOT_NULL(k);
+    if (k && !strstr(k, c->kernels)) fprintf(stderr, "  %s: kernels \"%s\", want \"%s\"\n", name, k, c->kernels);
+    CU_ASSERT(k && strstr(k, c->kernels));
+  }
+  cl_mem ws_m = NULL;
+  if (c->ws_junk) {
+    /* junk in every byte: the one-launch merge's tickets may not rely on zeros */
+    size_t bytes = 0;
+    CHECK_OK(clattn_decode_workspace_size(fx.ctx, &p, &bytes, NULL));
+    unsigned char *junk = malloc(bytes + 8);
+    for (size_t i = 0; i < bytes + 8; i++) junk[i] = (unsigned char)rng_int(0, 255);
+    ws_m = buf_in(fx.cl, bytes + 8, junk);
+    free(junk);
+    p.maybe_workspace = clattn_tensor_1d(ws_m, 4, CLATTN_F32, (int64_t)(bytes / 4)); /* offset 4: not 8-aligned */
+  }
+  for (int run = 0; run < (c->ws_junk ? 2 : 1); run++) {
+    cl_event ev = NULL;
+    CHECK_OK(clattn_decode(fx.ctx, fx.queue, &p, 0, NULL, &ev));
+    CU_ASSERT_EQUAL(clWaitForEvents(1, &ev), CL_SUCCESS);
+    clReleaseEvent(ev);
+    if (run == 0 && c->ws_junk) { /* the second run's output must be its own */
+      unsigned char *poison = malloc((nq + pad) * clattn_dtype_size(c->odt));
+      memset(poison, 0xff, (nq + pad) * clattn_dtype_size(c->odt));
+      CU_ASSERT_EQUAL(clEnqueueWriteBuffer(fx.queue, o_m, CL_TRUE, 0, (nq + pad) * clattn_dtype_size(c->odt),
+                                           poison, 0, NULL, NULL), CL_SUCCESS);
+      free(poison);
+    }
+  }
+  fx.ctx->tuning.decode_merge_last = merge_last;
+  buf_release(&ws_m);
 
   double *o = malloc(sizeof(double) * (nq ? nq : 1));
   buf_read(o_m, pad, nq, c->odt, o);
@@ -556,6 +589,92 @@ static dcase mma_base(clattn_dtype dt, int D) {
   return c;
 }
 
+/* Head dims not a multiple of 64 on tensor cores (padded to 64 in
+ * registers, cl/decode_mma.clh): 80, 96, 112, 160, 200 with GQA, lengths
+ * 0, 1 and 45; paged, varlen causal, causal Mq 3, split. */
+static void test_padded_dims(void) {
+  static const int dims[] = {80, 96, 112, 160, 200};
+  static const int32_t lens[] = {0, 1, 45};
+  static const int32_t counts[] = {3, 1, 0};
+  clattn_force_path(2);
+  for (int i = 0; i < 5; i++) {
+    dcase c = base();
+    c.qdt = c.kvdt = c.odt = i & 1 ? CLATTN_BF16 : CLATTN_F16;
+    c.D = dims[i];
+    c.B = 3;
+    c.Nkv = 45;
+    c.kv_len = lens;
+    c.kernels = "tensor cores";
+    if (i == 1) c.page_size = 16;
+    if (i == 2) c.q_counts = counts, c.causal = 1;
+    if (i == 3) c.Mq = 3, c.causal = 1;
+    if (i == 4) c.splits = 3;
+    run_case(&c);
+  }
+  clattn_force_path(0);
+}
+
+/* The one-launch merge (the last work-group of each row block merges the
+ * splits, cl/decode.cl) against the reference, and the two-launch path
+ * beside it: split counts 2, 9, 100 (> 64; with 300 keys the tensor-core
+ * form's 16-key chunks leave most of them empty) and auto; lengths 0, 1 and
+ * more; varlen with a sequence of no queries, causal; no lse; a caller's
+ * workspace of junk (unaligned to 8 bytes) used by two calls in a row; more
+ * splits than D (two launches). Portable and tensor-core (emulated) forms. */
+static void test_merge_last(void) {
+  static const int32_t lens[] = {0, 1, 200, 300};
+  static const int32_t counts[] = {2, 0, 1, 3};
+  static const int splits[] = {2, 9, 100, 0, 5, 7, 3};
+  const int most = fx.ctx->tuning.decode_merge_last;
+  fx.ctx->tuning.decode_merge_last = 4096; /* any split count the scratch holds */
+  for (int path = 1; path <= 2; path++) {
+    clattn_force_path(path);
+    for (int i = 0; i < 7; i++) {
+      dcase c = base();
+      c.D = 128;
+      if (path == 2) c.qdt = c.kvdt = c.odt = CLATTN_F16;
+      c.Nkv = 300;
+      c.splits = splits[i];
+      c.kernels = c.splits ? "one launch" : NULL;
+      if (i == 3) { /* auto split count, lengths 0 and 1 */
+        c.B = 4;
+        c.kv_len = lens;
+      } else if (i == 4) {
+        c.B = 4;
+        c.q_counts = counts;
+        c.causal = 1;
+        c.kv_len = lens;
+      } else if (i == 5) {
+        c.lse = 0;
+        c.ws_junk = 1;
+      } else if (i == 6) {
+        c.q_counts = counts;
+        c.B = 4;
+        c.ws_junk = 1;
+      }
+      run_case(&c);
+      if (i == 1 || i == 4) {
+        c.two_launch = 1;
+        c.kernels = "two launches";
+        run_case(&c);
+      }
+    }
+    dcase c = base(); /* S > D: the weights would not fit the scratch */
+    c.D = 64;
+    if (path == 2) c.qdt = c.kvdt = c.odt = CLATTN_F16;
+    c.Nkv = 3000;
+    c.splits = 100;
+    c.kernels = "two launches";
+    run_case(&c);
+    fx.ctx->tuning.decode_merge_last = 8; /* more splits than the tuning's most */
+    c.splits = 9;
+    run_case(&c);
+    fx.ctx->tuning.decode_merge_last = 4096;
+  }
+  fx.ctx->tuning.decode_merge_last = most;
+  clattn_force_path(0);
+}
+
 static void test_mma(void) {
   clattn_force_path(2);
   dcase c = mma_base(CLATTN_F16, 64);
@@ -679,6 +798,8 @@ int main(int argc, char **argv) {
   CU_add_test(s, "lane-per-chunk score pass", test_lane_keys);
   CU_add_test(s, "K tiles staged in local memory", test_kstage);
   CU_add_test(s, "tensor-core form (PTX emulated off NVIDIA)", test_mma);
+  CU_add_test(s, "padded head dims 80 96 112 160 200 on tensor cores", test_padded_dims);
+  CU_add_test(s, "one-launch merge of the splits, tickets in a junk workspace", test_merge_last);
   if (!select_part(argc, argv)) return 1; /* tests/part.h */
   return run_suites();
 }

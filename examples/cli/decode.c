@@ -664,6 +664,8 @@ int cli_run_decode(int argc, char **argv) {
            r->B, r->Mq, r->Hq, r->Hkv, r->D, r->N, o->dtype, o->kv_dtype,
            o->paged ? "paged" : "dense", o->varlen ? ", varlen" : "", o->causal ? ", causal" : "",
            o->bias ? ", bias" : "", o->lse ? ", lse" : "", r->splits, o->splits ? "" : " (auto)");
+  const char *kernels = clattn_decode_kernels(r->env.ctx, &r->p);
+  if (human) printf("kernel: %s\n", kernels ? kernels : clattn_last_error());
 
   /* the first run builds the kernels and gives the output the check reads */
   clattn_status s = clattn_decode(r->env.ctx, r->env.queue, &r->p, 0, NULL, NULL);
@@ -743,6 +745,7 @@ int cli_run_decode(int argc, char **argv) {
     printf("\"splits\":%d,\"time_ms\":%.6f,\"wall_ms\":%.6f,\"kv_bytes\":%.0f,\"gbps\":%.2f,",
            r->splits, t.median_ms, t.wall_ms, r->kv_bytes, gbps);
     json_str("check", check_result);
+    json_str("kernel", kernels ? kernels : "");
     if (check_kind)
       printf("\"max_err\":%.4g", c.o_err);
     else
