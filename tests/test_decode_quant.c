@@ -307,6 +307,10 @@ static void test_mma(void) {
 }
 static void test_mma_staged(void) { run_mma_cases(3); }
 
+static void run_qcases(const qcase *cases, size_t n) {
+  for (size_t i = 0; i < n; i++) run_qcase(&cases[i]);
+}
+
 /* FlashAttention's accuracy rule on tensor cores (run_qcase): one-group
  * int4 (D=64, Hq=Hkv=8, bias, causal Mq=2: a held-out check once measured
  * 2.7x f16 math's error there), int4 of 4 groups, fp8. */
@@ -319,7 +323,7 @@ static void test_mma_accuracy(void) {
       {CLATTN_FP8, 1, 0, 2, 1, 1, 0, 0, 0, 1, 64, 0, 8, 0, 0, 0, 0},
   };
   check_rule = true;
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_qcase(&cases[i]);
+  run_qcases(cases, sizeof cases / sizeof cases[0]);
   check_rule = false;
 }
 
@@ -334,7 +338,7 @@ static void test_padded_dims(void) {
       {CLATTN_FP8, 1, 0, 1, 0, 1, 0, 0, 0, 1, 112, 0, 0, 0, 0, 0, 0},
       {CLATTN_FP8, 1, 16, 2, 1, 0, 2, 0, 0, 1, 160, 0, 0, 0, 0, 0, 0},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_qcase(&cases[i]);
+  run_qcases(cases, sizeof cases / sizeof cases[0]);
 }
 
 /* Token rows: int4 caches whose token's rows of a group of heads are whole
@@ -364,7 +368,7 @@ static void test_mma_tokens(void) {
       {CLATTN_INT4, 4, 0, 4, 1, 1, 0, 0, 0, 1, 128, 0, 2, 2, 0, 0, 1},
       {CLATTN_INT4, 8, 0, 1, 0, 0, 0, 0, 0, 1, 128, 0, 4, 4, 0, 0, 2},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_qcase(&cases[i]);
+  run_qcases(cases, sizeof cases / sizeof cases[0]);
 }
 
 /* Token rows with the split count chosen: spans of equal length over the
@@ -384,7 +388,7 @@ static void test_mma_stream(void) {
       {CLATTN_INT4, 1, 32, 2, 0, 0, 0, 0, 0, 1, 128, 0, 8, 8, 4, 2, 0},  /* 4 of 8: aligned */
       {CLATTN_INT4, 1, 0, 3, 1, 0, 0, 0, 0, 1, 64, 0, 8, 4, 6, 3, 1},    /* whole: 1 group of 8, half the groups per unit: same spans */
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_qcase(&cases[i]);
+  run_qcases(cases, sizeof cases / sizeof cases[0]);
 }
 
 void add_decode_quant_tests(CU_pSuite s) {
