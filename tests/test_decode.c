@@ -630,6 +630,9 @@ static void test_merge_last(void) {
   for (int path = 1; path <= 2; path++) {
     clattn_force_path(path);
     for (int i = 0; i < 7; i++) {
+      /* the emulated tensor-core form (compiled at -O0 per variant) takes the
+       * cases whose kernels differ: splits few and many, varlen causal, junk */
+      if (path == 2 && (i == 1 || i == 3 || i == 6)) continue;
       dcase c = base();
       c.D = 128;
       if (path == 2) c.qdt = c.kvdt = c.odt = CLATTN_F16;
@@ -653,15 +656,15 @@ static void test_merge_last(void) {
         c.ws_junk = 1;
       }
       run_case(&c);
-      if (i == 1 || i == 4) {
+      if (i == 1 || (i == 4 && path == 1)) {
         c.two_launch = 1;
         c.kernels = "two launches";
         run_case(&c);
       }
     }
+    if (path == 2) continue; /* the limits below are the planner's, whatever the form */
     dcase c = base(); /* S > D: the weights would not fit the scratch */
     c.D = 64;
-    if (path == 2) c.qdt = c.kvdt = c.odt = CLATTN_F16;
     c.Nkv = 3000;
     c.splits = 100;
     c.kernels = "two launches";
