@@ -20,6 +20,9 @@ size_t OV get_local_size(uint d) { return d == 0 ? __nvvm_read_ptx_sreg_ntid_x()
 size_t OV get_num_groups(uint d) { return d == 0 ? __nvvm_read_ptx_sreg_nctaid_x() : d == 1 ? __nvvm_read_ptx_sreg_nctaid_y() : __nvvm_read_ptx_sreg_nctaid_z(); }
 size_t OV get_global_id(uint d) { return get_group_id(d) * get_local_size(d) + get_local_id(d); }
 void OV barrier(cl_mem_fence_flags f) { __nvvm_bar_sync(0); }
+void OV mem_fence(cl_mem_fence_flags f) { __nvvm_membar_gl(); }
+int OV isnan(float x) { return x != x; }
+ulong OV atom_cmpxchg(volatile __global ulong *p, ulong c, ulong v) { ulong o = *p; if (o == c) *p = v; return o; } /* shape only: not atomic */
 float OV native_exp2(float x) { return __nvvm_ex2_approx_f(x); }
 float OV exp2(float x) { return __nvvm_ex2_approx_f(x); }
 float OV exp(float x) { return __nvvm_ex2_approx_f(x * 1.4426950408889634f); }
@@ -83,6 +86,7 @@ def main():
         open(os.path.join(tmp, 's.cl'), 'w').write(STUBS)
         base = ['clang-16', '-x', 'cl', '-cl-std=CL1.2', '-target', 'nvptx64-nvidia-nvcl',
                 '-Xclang', '-target-cpu', '-Xclang', a.arch, '-Xclang', '-finclude-default-header',
+                '-Xclang', '-cl-ext=+cl_khr_int64_base_atomics',  # NVIDIA's driver has them
                 '-Dasm=__asm__', '-O3', '-emit-llvm', '-c']
         feat = '-DCLATTN_NV_PTX=1 -DCLATTN_AMD=0 -DCLATTN_SIMD=32 -DCLATTN_FP64=1'.split()
         run(base + a.options.split() + feat + [src, '-o', os.path.join(tmp, 'k.bc')])
