@@ -455,7 +455,7 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
     /* Few (sequence, KV head, row block) groups (B = 1: 8 for 132 SMs): 8
      * warps per group, one group per unit, split after two iterations of
      * keys (H200, B=1 ctx=16384: 56 against 68 us with 4 warps, 2 per SM) */
-    const int64_t few = (int64_t)pl->pr.B * pl->pr.Hkv * pl->nrb;
+    const int64_t few = (int64_t)pl->pr.B * head_groups(pl) * pl->nrb;
     if (!pl->pr.kv_q && t->decode_mma_small_wg >= 32 && few * 8 <= (int64_t)ctx->profile.compute_units &&
         (size_t)t->decode_mma_small_wg <= ctx->profile.max_work_group_size) {
       pl->small = true;
@@ -538,7 +538,7 @@ static void decode_options(const plan *pl, bool split, char *buf, size_t size) {
            clattn_dtype_cl(pl->pr.odt), pl->pr.D, pl->WG, pl->RB, pl->pr.kv_q, pl->pr.kv_groups, pl->pr.fnuz,
            pl->aligned, pl->pr.paged, pl->pr.varlen, pl->pr.causal, pl->pr.bias, split, pl->lane_keys, pl->kstage,
            pl->mma, pl->nblk > 0 ? pl->nblk : 1, pl->stages, pl->tokens, pl->whole, pl->stream, pl->rows32,
-           split && pl->merge_last, pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
+           pl->merge_last, pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
 }
 
 clattn_status clattn_decode_workspace_size(clattn_context *ctx, const clattn_decode_params *params,
@@ -663,10 +663,9 @@ static clattn_status launch_partial(clattn_context *ctx, cl_command_queue queue,
   clattn_arg_mem(&a, split ? ws->buf : p->o.buf);
   clattn_arg_mem(&a, split ? ws->buf : p->maybe_lse.buf);
   clattn_arg_mem(&a, clattn_present(&p->maybe_error_flag) ? p->maybe_error_flag.buf : ctx->scratch);
-  const bool last = split && pl->merge_last;
-  clattn_arg_mem(&a, last ? p->o.buf : NULL);
-  clattn_arg_mem(&a, last ? p->maybe_lse.buf : NULL);
-  clattn_arg_mem(&a, last ? ws->buf : NULL);
+  clattn_arg_mem(&a, pl->merge_last ? p->o.buf : NULL); /* merge_last: split too */
+  clattn_arg_mem(&a, pl->merge_last ? p->maybe_lse.buf : NULL);
+  clattn_arg_mem(&a, pl->merge_last ? ws->buf : NULL);
   clattn_arg(&a, sizeof args, &args);
   clattn_status s = clattn_args_end(&a, name);
   if (s == CLATTN_SUCCESS) {
