@@ -111,14 +111,15 @@ clattn_status clattn_context_create(cl_context cl_ctx, cl_device_id device,
     default_cache_dir(c->cache_dir, sizeof c->cache_dir);
   if (c->cache_dir[0]) make_dirs(c->cache_dir);
 
-  char override[1200] = "";
+  /* the override file: $CLATTN_TUNING_FILE, else one per device in the cache directory */
   const char *tf = getenv("CLATTN_TUNING_FILE");
   if (tf)
-    snprintf(override, sizeof override, "%s", tf);
+    snprintf(c->tuning_path, sizeof c->tuning_path, "%s", tf);
   else if (c->cache_dir[0])
-    snprintf(override, sizeof override, "%s/tuning-%s.txt", c->cache_dir, c->profile.arch);
-  if (clattn_tuning_lookup(c, &c->profile, override[0] ? override : NULL, &c->tuning))
-    snprintf(c->tuning_file, sizeof c->tuning_file, "%s", override);
+    clattn_tuning_default_path(c->cache_dir, &c->profile, c->tuning_path, sizeof c->tuning_path);
+  if (clattn_tuning_lookup(c, &c->profile, c->tuning_path[0] ? c->tuning_path : NULL, &c->tuning,
+                           &c->tuning_origin))
+    snprintf(c->tuning_file, sizeof c->tuning_file, "%s", c->tuning_path);
 
   c->scratch = clCreateBuffer(cl_ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
   if (err != CL_SUCCESS) {

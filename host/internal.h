@@ -165,19 +165,47 @@ typedef struct clattn_tuning {
 #undef CLATTN_TUNING_FIELD
 } clattn_tuning;
 
-/* Fills `out` for a profile: the first table row (params.c) whose
- * architecture key is a prefix of prof->arch (most specific rows first, the
- * generic row last), then the override file at `override_path` (may be
- * NULL; lines "key=value", '#' comments), then each work-group size halved
- * to the device's limit. Unknown keys and values out of range are ignored
- * and reported through log_ctx's log (NULL: silently). */
+enum {
+#define CLATTN_TUNING_INDEX(name, lo, hi, pow2, meaning) CLATTN_TP_##name,
+  CLATTN_TUNING_PARAMS(CLATTN_TUNING_INDEX)
+#undef CLATTN_TUNING_INDEX
+  CLATTN_TUNING_N
+};
+
+/* Where each value of a tuning came from, in words (clattn devices --params):
+ * its table row ("arch row nvidia-sm9"), "override file", "clamped to the
+ * device's max work-group size (was 1024)", "set by clattn_context_set_tuning". */
+typedef struct clattn_tuning_origin {
+  char of[CLATTN_TUNING_N][80];
+} clattn_tuning_origin;
+
+/* Fills `out` for a profile: the table row (params.c) that matches first in
+ * the order device name (substring), architecture (prefix of prof->arch),
+ * vendor (prof->arch's first word), the generic row; then the override
+ * file at `override_path` (may be NULL; see clattn_tuning_write for its
+ * form); then each work-group size halved to the device's limit. A file
+ * written for another device or library version is ignored whole; unknown
+ * keys and values out of range are ignored line by line; both are reported
+ * through log_ctx's log (NULL: silently). `origin` (may be NULL) gets where
+ * each value came from. Returns true when the file was read and applied. */
 bool clattn_tuning_lookup(const clattn_context *log_ctx, const clattn_device_profile *prof,
-                          const char *override_path, clattn_tuning *out); /* true: the file was read */
+                          const char *override_path, clattn_tuning *out, clattn_tuning_origin *origin);
 /* Sets field `key` to `value`; false for an unknown key or a value out of
  * its range (the field is then unchanged). */
 bool clattn_tuning_set(clattn_tuning *t, const char *key, int value);
-/* Writes every field as "key=value" lines. */
-clattn_status clattn_tuning_write(const clattn_tuning *t, const char *path);
+/* The largest value field i may take on this device (its range's top, or
+ * the device's max work-group size for a work-group size). */
+int clattn_tuning_device_max(const clattn_device_profile *prof, size_t i);
+/* Writes the file atomically (a temporary beside it, then a rename): a
+ * comment, "clattn_version=", "device=" and "arch=" lines naming what it was
+ * written for, then every field as "key=value". */
+clattn_status clattn_tuning_write(const clattn_tuning *t, const clattn_device_profile *prof,
+                                  const char *path);
+/* The default override file of a device: <dir>/tuning-<arch>-<name>.txt,
+ * the name in lower case with each run of other characters than letters
+ * and digits one '-'. */
+void clattn_tuning_default_path(const char *dir, const clattn_device_profile *prof, char *out,
+                                size_t n);
 /* The value of the i-th parameter in list order (clattn_tuning_name names it). */
 int clattn_tuning_get(const clattn_tuning *t, size_t i);
 
@@ -192,7 +220,9 @@ struct clattn_context {
   clattn_tuning tuning;
   clattn_context_options opts;
   char cache_dir[1024]; /* "" = no disk cache */
+  char tuning_path[1200]; /* the override file looked for, "" = none (no cache dir) */
   char tuning_file[1200]; /* the override file read, "" = none */
+  clattn_tuning_origin tuning_origin; /* where each tuning value came from */
   struct clattn_program_cache *programs; /* created with the context */
   atomic_bool ran_clblast; /* clattn_reference_decode ran here (see clattn_baseline_context_release) */
   bool owns_cl; /* created by clattn_context_create_default */

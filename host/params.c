@@ -1,20 +1,28 @@
-/* Per-device kernel parameters, as data. Rows are matched by architecture
- * prefix (most specific first); the generic row is correct everywhere. An
+/* Per-device kernel parameters, as data. A row is keyed by a device name,
+ * an architecture, or a vendor; the lookup takes the first row that matches
+ * in that order, else the generic row, which is correct everywhere. An
  * override file written by `clattn tune` ("key=value" lines) is applied on
  * top. Every parameter, its range and its meaning are one list,
  * CLATTN_TUNING_PARAMS in internal.h; correctness never depends on a value
  * in range, only speed does. */
 #include "internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+/* What a row's key is matched against, in the order the lookup tries them. */
+typedef enum row_kind { BY_NAME, BY_ARCH, BY_VENDOR, GENERIC } row_kind;
 
 typedef struct row {
-  const char *arch_prefix; /* matched against clattn_device_profile.arch */
+  row_kind by;
+  const char *key; /* BY_NAME: a substring of the device name (any case); BY_ARCH: a
+                      prefix of clattn_device_profile.arch; BY_VENDOR: its first word */
   clattn_tuning t;
 } row;
 
@@ -57,56 +65,73 @@ typedef struct row {
   .rerope_block_n = 32, .rerope_wg = 128, .rerope_use_mma = 1, .rerope_stages = 2,          \
   .rerope_warp_blocks = 2, .rerope_mma_block_n = 64
 
+/* AMD rows: reasoned, not measured (no AMD GPU was at hand); `clattn tune`
+ * on the GPU corrects them. CDNA (gfx9: MI200 gfx90a, MI300 gfx942) runs
+ * wave64 on 4 SIMDs per CU with 64 KiB of LDS per work-group: a group of
+ * 256 work-items is one wave per SIMD, and 4 groups per CU (16 waves, 4 per
+ * SIMD) is the occupancy that hides HBM latency on a GPU that hides it by
+ * waves, not by loads in flight per thread; 32x32 ReRoPE tiles of D <= 256
+ * in f32 (K 32 KiB, V 32 KiB at D = 256 are the most) fit its LDS. RDNA
+ * (gfx10/11) runs wave32 on WGPs of two CUs: NVIDIA's warp-sized choices
+ * (groups of 128 = 4 waves, 2 per CU) carry over. Both keep the one-launch
+ * merge of up to 8 splits (ROCm has cl_khr_int64_base_atomics; without it
+ * the planner falls back to the merge kernel). */
+#define AMD_CDNA                                                                            \
+  .decode_wg = 256, .decode_splits_per_cu = 4, .decode_min_keys_per_split = 256,            \
+  .decode_max_splits = 128, .merge_wg = 256, .quant_wg = 256, .rerope_block_m = 32,         \
+  .rerope_block_n = 32, .rerope_wg = 256, .decode_merge_last = 8
+
+/* CPUs: few compute units; a work-item per key needs no barriers. */
+#define CPU_ROW                                                                             \
+  .decode_wg = 64, .decode_splits_per_cu = 2, .decode_min_keys_per_split = 64,              \
+  .decode_max_splits = 64, .merge_wg = 64, .quant_wg = 64, .rerope_block_m = 16,            \
+  .rerope_block_n = 16, .rerope_wg = 64
+
 static const row table[] = {
     /* sm_90 has bulk copies: whole token rows */
-    {"nvidia-sm9", {NVIDIA_MMA, .decode_mma_int4_whole = 1}},
-    {"nvidia-sm8", {NVIDIA_MMA}},
-    {"nvidia", {GPU_PORTABLE, .rerope_block_m = 32, .rerope_block_n = 32, .rerope_wg = 128}},
-    /* CDNA (wave64) and RDNA (wave32): unmeasured, NVIDIA's choices */
-    {"amd-gfx9",
-     {.decode_wg = 256, .decode_splits_per_cu = 4, .decode_min_keys_per_split = 256,
-      .decode_max_splits = 128, .merge_wg = 256, .quant_wg = 256, .rerope_block_m = 32,
-      .rerope_block_n = 32, .rerope_wg = 256, .decode_merge_last = 8}},
-    {"amd-gfx1", {GPU_PORTABLE, .rerope_block_m = 32, .rerope_block_n = 32, .rerope_wg = 128}},
-    /* CPUs: few compute units; a work-item per key needs no barriers */
-    {"pocl-cpu",
-     {.decode_wg = 64, .decode_splits_per_cu = 2, .decode_min_keys_per_split = 64,
-      .decode_max_splits = 64, .merge_wg = 64, .quant_wg = 64, .rerope_block_m = 16,
-      .rerope_block_n = 16, .rerope_wg = 64}},
-    {"intel-cpu",
-     {.decode_wg = 64, .decode_splits_per_cu = 2, .decode_min_keys_per_split = 64,
-      .decode_max_splits = 64, .merge_wg = 64, .quant_wg = 64, .rerope_block_m = 16,
-      .rerope_block_n = 16, .rerope_wg = 64}},
-    /* generic: correct everywhere */
-    {"",
+    {BY_ARCH, "nvidia-sm9", {NVIDIA_MMA, .decode_mma_int4_whole = 1}},
+    {BY_ARCH, "nvidia-sm8", {NVIDIA_MMA}},
+    {BY_ARCH, "amd-gfx9", {AMD_CDNA}},
+    {BY_ARCH, "amd-gfx1", {GPU_PORTABLE, .rerope_block_m = 32, .rerope_block_n = 32, .rerope_wg = 128}},
+    {BY_ARCH, "pocl-cpu", {CPU_ROW}},
+    {BY_ARCH, "intel-cpu", {CPU_ROW}},
+    /* NVIDIA before sm_80: no tensor-core form */
+    {BY_VENDOR, "nvidia", {GPU_PORTABLE, .rerope_block_m = 32, .rerope_block_n = 32, .rerope_wg = 128}},
+    {GENERIC, "",
      {.decode_wg = 64, .decode_splits_per_cu = 2, .decode_min_keys_per_split = 128,
       .decode_max_splits = 64, .merge_wg = 64, .quant_wg = 64, .rerope_block_m = 16,
       .rerope_block_n = 16, .rerope_wg = 64}},
 };
+#undef AMD_CDNA
+#undef CPU_ROW
 #undef GPU_PORTABLE
 #undef NVIDIA_MMA
 
 static const struct param {
-  const char *key;
+  clattn_tuning_param info; /* name, meaning, range */
   size_t off;
-  int lo, hi;
-  bool pow2;
 } params[] = {
-#define PARAM(name, lo, hi, pow2, meaning) {#name, offsetof(clattn_tuning, name), lo, hi, pow2},
+#define PARAM(name, lo, hi, pow2, meaning) {{#name, meaning, lo, hi, pow2}, offsetof(clattn_tuning, name)},
     CLATTN_TUNING_PARAMS(PARAM)
 #undef PARAM
 };
+
+/* The work-group sizes: clamped to the device's limit. */
+static const size_t wg_params[] = {CLATTN_TP_decode_wg,   CLATTN_TP_decode_mma_int4_wg,
+                                   CLATTN_TP_decode_mma_fp8_wg, CLATTN_TP_decode_mma_small_wg,
+                                   CLATTN_TP_merge_wg,    CLATTN_TP_rerope_wg,
+                                   CLATTN_TP_quant_wg};
 #define NPARAMS (sizeof params / sizeof params[0])
 
 static const struct param *param_of(const char *key) {
   for (size_t i = 0; i < NPARAMS; i++)
-    if (strcmp(params[i].key, key) == 0) return &params[i];
+    if (strcmp(params[i].info.name, key) == 0) return &params[i];
   return NULL;
 }
 
 static bool in_range(const struct param *f, long v) {
-  if (v < f->lo || v > f->hi) return false;
-  return !f->pow2 || v == 0 || (v & (v - 1)) == 0;
+  if (v < f->info.lo || v > f->info.hi) return false;
+  return !f->info.pow2 || v == 0 || (v & (v - 1)) == 0;
 }
 
 bool clattn_tuning_set(clattn_tuning *t, const char *key, int value) {
@@ -116,21 +141,96 @@ bool clattn_tuning_set(clattn_tuning *t, const char *key, int value) {
   return true;
 }
 
-clattn_status clattn_tuning_write(const clattn_tuning *t, const char *path) {
+static bool is_wg(size_t i) {
+  for (size_t k = 0; k < sizeof wg_params / sizeof wg_params[0]; k++)
+    if (wg_params[k] == i) return true;
+  return false;
+}
+
+int clattn_tuning_device_max(const clattn_device_profile *prof, size_t i) {
+  if (i >= NPARAMS) return 0;
+  if (is_wg(i) && prof->max_work_group_size < (size_t)params[i].info.hi) return (int)prof->max_work_group_size;
+  return params[i].info.hi;
+}
+
+clattn_status clattn_tuning_write(const clattn_tuning *t, const clattn_device_profile *prof,
+                                  const char *path) {
   char tmp[1100];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   FILE *f = fopen(tmp, "w");
   if (!f) return clattn_fail(CLATTN_INVALID_ARGUMENT, "cannot write tuning file %s", tmp);
+  fprintf(f, "# clattn tuning override (written by clattn tune); key=value lines, '#' comments.\n"
+             "# The library reads it for the device named below only, and only as this version.\n");
+  fprintf(f, "clattn_version=%s\ndevice=%s\narch=%s\n", clattn_version(NULL, NULL, NULL), prof->name,
+          prof->arch);
   for (size_t i = 0; i < NPARAMS; i++)
-    fprintf(f, "%s=%d\n", params[i].key, *(const int *)((const char *)t + params[i].off));
-  if (fclose(f) != 0 || rename(tmp, path) != 0)
+    fprintf(f, "%s=%d\n", params[i].info.name, *(const int *)((const char *)t + params[i].off));
+  const bool written = fclose(f) == 0;
+  if (!written || rename(tmp, path) != 0) {
+    remove(tmp);
     return clattn_fail(CLATTN_INVALID_ARGUMENT, "cannot write tuning file %s", path);
+  }
   return CLATTN_SUCCESS;
 }
 
+/* The file's lines one at a time: *s the line without its end and leading
+ * blanks, NULL at the end. Ends the line in place. */
+static char *next_line(char **cursor) {
+  char *s = *cursor, *eol = strchr(s, '\n');
+  if (!*s) return NULL;
+  *cursor = eol ? eol + 1 : s + strlen(s);
+  if (eol) *eol = '\0';
+  while (*s == ' ' || *s == '\t') s++;
+  s[strcspn(s, "\r")] = '\0';
+  return s;
+}
+
+/* What a file says it was written for; empty where it says nothing. */
+typedef struct file_header {
+  char version[64], device[256], arch[64];
+} file_header;
+
+static bool header_key(file_header *h, const char *key, const char *value) {
+  const struct {
+    const char *key;
+    char *dst;
+    size_t n;
+  } f[] = {{"clattn_version", h->version, sizeof h->version},
+           {"device", h->device, sizeof h->device},
+           {"arch", h->arch, sizeof h->arch}};
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+    if (strcmp(key, f[i].key) == 0) {
+      snprintf(f[i].dst, f[i].n, "%s", value);
+      return true;
+    }
+  return false;
+}
+
+/* Whose file it is: false (reported) when it names another device,
+ * architecture or library version. A file naming none of them (written by
+ * hand) applies to any device. */
+static bool header_fits(const clattn_context *log_ctx, const clattn_device_profile *prof,
+                        const char *path, const file_header *h) {
+  const char *version = clattn_version(NULL, NULL, NULL);
+  const char *what = NULL, *theirs = NULL, *ours = NULL;
+  if (h->device[0] && strcmp(h->device, prof->name) != 0)
+    what = "device", theirs = h->device, ours = prof->name;
+  else if (h->arch[0] && strcmp(h->arch, prof->arch) != 0)
+    what = "architecture", theirs = h->arch, ours = prof->arch;
+  else if (h->version[0] && strcmp(h->version, version) != 0)
+    what = "clattn version", theirs = h->version, ours = version;
+  if (what)
+    clattn_log(log_ctx, CLATTN_LOG_ERROR,
+               "clattn: tuning file %s was written for %s \"%s\", not this one (\"%s\"); ignored", path,
+               what, theirs, ours);
+  return what == NULL;
+}
+
 /* Applies the file's lines; each line that is not a known key with a value
- * in range is reported and ignored. */
-static bool apply_override(const clattn_context *log_ctx, clattn_tuning *t, const char *path) {
+ * in range is reported and ignored. A file of another device or version is
+ * ignored whole. */
+static bool apply_override(const clattn_context *log_ctx, const clattn_device_profile *prof,
+                           clattn_tuning *t, clattn_tuning_origin *origin, const char *path) {
   char *text = NULL, why[128];
   size_t size = 0;
   const clattn_read_result r = clattn_read_regular(path, 1 << 20, &text, &size, why, sizeof why);
@@ -139,13 +239,11 @@ static bool apply_override(const clattn_context *log_ctx, clattn_tuning *t, cons
       clattn_log(log_ctx, CLATTN_LOG_ERROR, "clattn: tuning file %s %s; ignored", path, why);
     return false;
   }
-  char *next = text;
-  for (int no = 1; *next; no++) {
-    char *s = next, *eol = strchr(next, '\n');
-    next = eol ? eol + 1 : next + strlen(next);
-    if (eol) *eol = '\0';
-    while (*s == ' ' || *s == '\t') s++;
-    s[strcspn(s, "\r")] = '\0';
+  file_header h = {{0}, {0}, {0}};
+  clattn_tuning got = *t;
+  bool from_file[CLATTN_TUNING_N] = {false};
+  char *cursor = text, *s;
+  for (int no = 1; (s = next_line(&cursor)) != NULL; no++) {
     if (*s == '#' || *s == '\0') continue;
     char *eq = strchr(s, '=');
     if (!eq) {
@@ -154,6 +252,7 @@ static bool apply_override(const clattn_context *log_ctx, clattn_tuning *t, cons
       continue;
     }
     *eq = '\0';
+    if (header_key(&h, s, eq + 1)) continue;
     const struct param *p = param_of(s);
     char *end = NULL;
     errno = 0;
@@ -164,35 +263,86 @@ static bool apply_override(const clattn_context *log_ctx, clattn_tuning *t, cons
     } else if (end == eq + 1 || *end != '\0' || errno || !in_range(p, v)) {
       clattn_log(log_ctx, CLATTN_LOG_ERROR,
                  "clattn: %s:%d: %s=%s is not %s in [%d, %d]; ignored", path, no, s, eq + 1,
-                 p->pow2 ? "a power of two (or 0)" : "an integer", p->lo, p->hi);
+                 p->info.pow2 ? "a power of two (or 0)" : "an integer", p->info.lo, p->info.hi);
     } else {
-      *(int *)((char *)t + p->off) = (int)v;
+      *(int *)((char *)&got + p->off) = (int)v;
+      from_file[p - params] = true;
     }
   }
   free(text);
+  if (!header_fits(log_ctx, prof, path, &h)) return false;
+  *t = got;
+  for (size_t i = 0; origin && i < NPARAMS; i++)
+    if (from_file[i]) snprintf(origin->of[i], sizeof origin->of[i], "override file");
   return true;
 }
 
-bool clattn_tuning_lookup(const clattn_context *log_ctx, const clattn_device_profile *prof,
-                          const char *override_path, clattn_tuning *out) {
-  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-    if (strncmp(prof->arch, table[i].arch_prefix, strlen(table[i].arch_prefix)) == 0) {
-      *out = table[i].t;
-      break;
+static bool row_matches(const row *w, const clattn_device_profile *prof) {
+  switch (w->by) {
+    case BY_NAME: {
+      const size_t n = strlen(w->key);
+      for (const char *s = prof->name; *s; s++)
+        if (strncasecmp(s, w->key, n) == 0) return true;
+      return false;
     }
+    case BY_ARCH: return strncmp(prof->arch, w->key, strlen(w->key)) == 0;
+    case BY_VENDOR: {
+      const size_t n = strlen(w->key);
+      return strncmp(prof->arch, w->key, n) == 0 && (prof->arch[n] == '-' || prof->arch[n] == '\0');
+    }
+    case GENERIC: return true;
   }
-  const bool read = override_path && apply_override(log_ctx, out, override_path);
+  return false;
+}
+
+bool clattn_tuning_lookup(const clattn_context *log_ctx, const clattn_device_profile *prof,
+                          const char *override_path, clattn_tuning *out, clattn_tuning_origin *origin) {
+  static const char *kind_name[] = {"device", "arch", "vendor", "generic"};
+  clattn_tuning_origin scratch;
+  if (!origin) origin = &scratch;
+  const row *hit = &table[sizeof table / sizeof table[0] - 1]; /* the generic row */
+  for (int by = BY_NAME; by < GENERIC && hit->by == GENERIC; by++)
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+      if (table[i].by == (row_kind)by && row_matches(&table[i], prof)) {
+        hit = &table[i];
+        break;
+      }
+  *out = hit->t;
+  for (size_t i = 0; i < NPARAMS; i++)
+    snprintf(origin->of[i], sizeof origin->of[i], hit->by == GENERIC ? "generic row" : "%s row %s",
+             kind_name[hit->by], hit->key);
+  const bool read = override_path && apply_override(log_ctx, prof, out, origin, override_path);
   /* A row written for a big GPU must not exceed a small device's limits. */
-  int *wgs[] = {&out->decode_wg, &out->decode_mma_int4_wg, &out->decode_mma_fp8_wg,
-                &out->merge_wg, &out->rerope_wg, &out->quant_wg};
-  for (size_t i = 0; i < sizeof wgs / sizeof wgs[0]; i++)
-    while ((size_t)*wgs[i] > prof->max_work_group_size && *wgs[i] > 1) *wgs[i] /= 2;
+  for (size_t k = 0; k < sizeof wg_params / sizeof wg_params[0]; k++) {
+    int *wg = (int *)((char *)out + params[wg_params[k]].off);
+    const int was = *wg;
+    while ((size_t)*wg > prof->max_work_group_size && *wg > 1) *wg /= 2;
+    if (*wg != was)
+      snprintf(origin->of[wg_params[k]], sizeof origin->of[0],
+               "clamped to the device's max work-group size (was %d)", was);
+  }
   return read;
+}
+
+void clattn_tuning_default_path(const char *dir, const clattn_device_profile *prof, char *out,
+                                size_t n) {
+  char name[96];
+  size_t k = 0;
+  for (const char *s = prof->name; *s && k + 1 < sizeof name; s++) {
+    const unsigned char ch = (unsigned char)*s;
+    if (isalnum(ch))
+      name[k++] = (char)tolower(ch);
+    else if (k > 0 && name[k - 1] != '-')
+      name[k++] = '-';
+  }
+  while (k > 0 && name[k - 1] == '-') k--;
+  name[k] = '\0';
+  snprintf(out, n, "%s/tuning-%s%s%s.txt", dir, prof->arch, k ? "-" : "", name);
 }
 
 size_t clattn_tuning_count(void) { return NPARAMS; }
 
-const char *clattn_tuning_name(size_t i) { return i < NPARAMS ? params[i].key : NULL; }
+const char *clattn_tuning_name(size_t i) { return i < NPARAMS ? params[i].info.name : NULL; }
 
 int clattn_tuning_get(const clattn_tuning *t, size_t i) {
   return i < NPARAMS ? *(const int *)((const char *)t + params[i].off) : 0;
@@ -203,3 +353,34 @@ int clattn_context_tuning_value(const clattn_context *ctx, size_t i) {
 }
 
 const char *clattn_context_tuning_file(const clattn_context *ctx) { return ctx ? ctx->tuning_file : ""; }
+
+const clattn_tuning_param *clattn_tuning_param_info(size_t i) {
+  return i < NPARAMS ? &params[i].info : NULL;
+}
+
+const char *clattn_context_tuning_origin(const clattn_context *ctx, size_t i) {
+  return ctx && i < NPARAMS ? ctx->tuning_origin.of[i] : NULL;
+}
+
+clattn_status clattn_context_set_tuning(clattn_context *ctx, const char *name, int value) {
+  if (!ctx) return clattn_fail(CLATTN_INVALID_ARGUMENT, "ctx is NULL");
+  if (!name) return clattn_fail(CLATTN_INVALID_ARGUMENT, "name is NULL");
+  const struct param *p = param_of(name);
+  if (!p) return clattn_fail(CLATTN_INVALID_ARGUMENT, "name: no tuning parameter is called \"%s\"", name);
+  const size_t i = (size_t)(p - params);
+  const int hi = clattn_tuning_device_max(&ctx->profile, i);
+  if (!in_range(p, value) || value > hi)
+    return clattn_fail(CLATTN_INVALID_ARGUMENT, "value: %s=%d is not %s in [%d, %d] on this device", name,
+                       value, p->info.pow2 ? "a power of two (or 0)" : "an integer", p->info.lo, hi);
+  *(int *)((char *)&ctx->tuning + p->off) = value;
+  snprintf(ctx->tuning_origin.of[i], sizeof ctx->tuning_origin.of[i], "set by clattn_context_set_tuning");
+  return CLATTN_SUCCESS;
+}
+
+clattn_status clattn_context_write_tuning(const clattn_context *ctx, const char *path) {
+  if (!ctx) return clattn_fail(CLATTN_INVALID_ARGUMENT, "ctx is NULL");
+  if (!path || !path[0]) return clattn_fail(CLATTN_INVALID_ARGUMENT, "path is NULL or empty");
+  return clattn_tuning_write(&ctx->tuning, &ctx->profile, path);
+}
+
+const char *clattn_context_tuning_path(const clattn_context *ctx) { return ctx ? ctx->tuning_path : ""; }

@@ -211,15 +211,42 @@ CLATTN_API clattn_status clattn_device_get(cl_uint index, cl_device_id *device);
 CLATTN_API clattn_status clattn_device_select(const char *selector, cl_device_id *device);
 
 /* The tuning a context runs with: its device's row of the table
- * (host/params.c), then the override file's key=value lines, which the
- * context reads once when created ($CLATTN_TUNING_FILE, else
- * <cache dir>/tuning-<arch>.txt). Parameters are numbered 0 to
- * clattn_tuning_count() - 1. */
+ * (host/params.c; rows keyed by device name, then architecture, then
+ * vendor, then the generic row), then the override file, which the context
+ * reads once when created ($CLATTN_TUNING_FILE, else
+ * <cache dir>/tuning-<arch>-<device name>.txt; `clattn tune` writes it),
+ * then each work-group size clamped to the device's limit. A file written
+ * for another device or library version, unknown keys and bad values are
+ * reported through the log and ignored. Parameters are numbered 0 to
+ * clattn_tuning_count() - 1; `clattn devices --params` prints them all.
+ * Only speed depends on them, never correctness. */
+typedef struct clattn_tuning_param {
+  const char *name;    /* the override file's key */
+  const char *meaning; /* one line */
+  int lo, hi;          /* its range */
+  int pow2;            /* a power of two (or 0) */
+} clattn_tuning_param;
 CLATTN_API size_t clattn_tuning_count(void);
 CLATTN_API const char *clattn_tuning_name(size_t i); /* NULL past the end */
+CLATTN_API const clattn_tuning_param *clattn_tuning_param_info(size_t i); /* NULL past the end */
 CLATTN_API int clattn_context_tuning_value(const clattn_context *ctx, size_t i); /* 0 past the end */
+/* Where the value came from, in words: "arch row nvidia-sm9", "override
+ * file", "clamped to the device's max work-group size (was 1024)", "set by
+ * clattn_context_set_tuning". NULL past the end. */
+CLATTN_API const char *clattn_context_tuning_origin(const clattn_context *ctx, size_t i);
 /* The override file the context read, "" when there was none to read. */
 CLATTN_API const char *clattn_context_tuning_file(const clattn_context *ctx);
+/* The override file the context looked for (where `clattn tune` writes),
+ * "" when it looked for none (no cache directory, no $CLATTN_TUNING_FILE). */
+CLATTN_API const char *clattn_context_tuning_path(const clattn_context *ctx);
+/* Sets one parameter for the operations enqueued after it (a tuner's hook):
+ * CLATTN_INVALID_ARGUMENT naming the parameter for an unknown name or a
+ * value out of its range on this device. Not while other threads enqueue
+ * on ctx. */
+CLATTN_API clattn_status clattn_context_set_tuning(clattn_context *ctx, const char *name, int value);
+/* Writes the context's tuning as an override file for its device and this
+ * library version, atomically (a temporary file, then a rename). */
+CLATTN_API clattn_status clattn_context_write_tuning(const clattn_context *ctx, const char *path);
 
 /* ------------------------------------------------------------------ decode */
 

@@ -413,7 +413,7 @@ void clattn_rerope_variants(clattn_variant_fn fn, void *priv) {
     snprintf(ctx.profile.arch, sizeof ctx.profile.arch, "%s", archs[a].arch);
     ctx.profile.local_mem_bytes = 65536;
     ctx.profile.max_work_group_size = 1024;
-    clattn_tuning_lookup(NULL, &ctx.profile, NULL, &ctx.tuning);
+    clattn_tuning_lookup(NULL, &ctx.profile, NULL, &ctx.tuning, NULL);
     for (size_t i = 0; i < archs[a].shapes && i < sizeof shapes / sizeof shapes[0]; i++) {
       clattn_rr_problem p;
       memset(&p, 0, sizeof p);

@@ -79,14 +79,14 @@ static void test_tuning(void) {
   p.max_work_group_size = 1024;
   clattn_tuning t;
   snprintf(p.arch, sizeof p.arch, "nvidia-sm90");
-  clattn_tuning_lookup(NULL, &p, NULL, &t);
+  clattn_tuning_lookup(NULL, &p, NULL, &t, NULL);
   CU_ASSERT_EQUAL(t.decode_wg, 128);
   snprintf(p.arch, sizeof p.arch, "some-unknown-device");
-  clattn_tuning_lookup(NULL, &p, NULL, &t);
+  clattn_tuning_lookup(NULL, &p, NULL, &t, NULL);
   CU_ASSERT(t.decode_wg >= 32); /* the generic row */
   /* a small device caps work-group sizes */
   p.max_work_group_size = 32;
-  clattn_tuning_lookup(NULL, &p, NULL, &t);
+  clattn_tuning_lookup(NULL, &p, NULL, &t, NULL);
   CU_ASSERT(t.decode_wg <= 32 && t.merge_wg <= 32);
   /* override file: known keys applied, unknown and bad lines ignored */
   p.max_work_group_size = 1024;
@@ -95,14 +95,14 @@ static void test_tuning(void) {
   CU_ASSERT_FATAL(fd >= 0);
   close(fd);
   clattn_tuning w;
-  clattn_tuning_lookup(NULL, &p, NULL, &w);
+  clattn_tuning_lookup(NULL, &p, NULL, &w, NULL);
   CU_ASSERT(clattn_tuning_set(&w, "decode_wg", 256));
   CU_ASSERT(!clattn_tuning_set(&w, "no_such_key", 1));
-  CHECK_OK(clattn_tuning_write(&w, path));
+  CHECK_OK(clattn_tuning_write(&w, &p, path));
   FILE *f = fopen(path, "a");
   fprintf(f, "bogus=12\ndecode_max_splits=-5\n# comment\n");
   fclose(f);
-  clattn_tuning_lookup(NULL, &p, path, &t);
+  clattn_tuning_lookup(NULL, &p, path, &t, NULL);
   CU_ASSERT_EQUAL(t.decode_wg, 256);
   CU_ASSERT_EQUAL(t.decode_max_splits, w.decode_max_splits);
   remove(path);
@@ -111,7 +111,7 @@ static void test_tuning(void) {
                                 "amd-gfx1030", "pocl-cpu", "intel-cpu", "generic"};
   for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
     snprintf(p.arch, sizeof p.arch, "%s", archs[a]);
-    clattn_tuning_lookup(NULL, &p, NULL, &t);
+    clattn_tuning_lookup(NULL, &p, NULL, &t, NULL);
     for (size_t i = 0; i < clattn_tuning_count(); i++) {
       clattn_tuning c = t;
       const bool ok = clattn_tuning_set(&c, clattn_tuning_name(i), clattn_tuning_get(&t, i));
@@ -219,6 +219,112 @@ static void test_tuning_bad_override(void) {
   }
   remove(fifo);
   rmdir(dir);
+}
+
+/* Where each value comes from, files of other devices and versions, and
+ * the tuner's hooks (set one value, write the file, read it back). */
+static void test_tuning_origins(void) {
+  clattn_device_profile p;
+  memset(&p, 0, sizeof p);
+  p.max_work_group_size = 1024;
+  snprintf(p.name, sizeof p.name, "NVIDIA H200");
+  clattn_tuning t;
+  clattn_tuning_origin why;
+  /* rows: architecture before vendor before the generic row */
+  snprintf(p.arch, sizeof p.arch, "nvidia-sm90");
+  clattn_tuning_lookup(NULL, &p, NULL, &t, &why);
+  CU_ASSERT_STRING_EQUAL(why.of[CLATTN_TP_decode_wg], "arch row nvidia-sm9");
+  CU_ASSERT_EQUAL(t.decode_mma, 1);
+  snprintf(p.arch, sizeof p.arch, "nvidia-sm75");
+  clattn_tuning_lookup(NULL, &p, NULL, &t, &why);
+  CU_ASSERT_STRING_EQUAL(why.of[CLATTN_TP_decode_wg], "vendor row nvidia");
+  CU_ASSERT_EQUAL(t.decode_mma, 0);
+  snprintf(p.arch, sizeof p.arch, "nvidiax-sm90"); /* a vendor key matches a whole word only */
+  clattn_tuning_lookup(NULL, &p, NULL, &t, &why);
+  CU_ASSERT_STRING_EQUAL(why.of[CLATTN_TP_decode_wg], "generic row");
+  /* clamps say so */
+  snprintf(p.arch, sizeof p.arch, "amd-gfx90a");
+  p.max_work_group_size = 64;
+  clattn_tuning_lookup(NULL, &p, NULL, &t, &why);
+  CU_ASSERT_EQUAL(t.decode_wg, 64);
+  CU_ASSERT_STRING_EQUAL(why.of[CLATTN_TP_decode_wg], "clamped to the device's max work-group size (was 256)");
+  CU_ASSERT_STRING_EQUAL(why.of[CLATTN_TP_decode_splits_per_cu], "arch row amd-gfx9");
+  p.max_work_group_size = 1024;
+
+  /* a written file names its device and version; it is read for that device only */
+  char path[] = "/tmp/clattn-tuning-XXXXXX";
+  int fd = mkstemp(path);
+  CU_ASSERT_FATAL(fd >= 0);
+  close(fd);
+  clattn_tuning w = t;
+  w.decode_splits_per_cu = 7;
+  CHECK_OK(clattn_tuning_write(&w, &p, path));
+  CU_ASSERT(clattn_tuning_lookup(NULL, &p, path, &t, &why));
+  CU_ASSERT_EQUAL(t.decode_splits_per_cu, 7);
+  CU_ASSERT_STRING_EQUAL(why.of[CLATTN_TP_decode_splits_per_cu], "override file");
+  captured log = {{0}};
+  clattn_context_options opts = {0};
+  opts.log = capture_log;
+  opts.log_priv = &log;
+  opts.log_level = CLATTN_LOG_ERROR;
+  opts.cache_dir = "";
+  clattn_context *lc = NULL;
+  CHECK_OK(clattn_context_create(fx.cl, fx.dev, &opts, &lc)); /* a context only to log through */
+  clattn_device_profile other = p;
+  snprintf(other.name, sizeof other.name, "NVIDIA H100");
+  CU_ASSERT(!clattn_tuning_lookup(lc, &other, path, &t, &why));
+  CU_ASSERT_NOT_EQUAL(t.decode_splits_per_cu, 7);
+  CU_ASSERT_STRING_EQUAL(why.of[CLATTN_TP_decode_splits_per_cu], "arch row amd-gfx9");
+  CU_ASSERT_PTR_NOT_NULL(strstr(log.text, "written for device \"NVIDIA H200\", not this one (\"NVIDIA H100\"); ignored"));
+  FILE *f = fopen(path, "w");
+  fprintf(f, "clattn_version=0.0.1\ndecode_splits_per_cu=7\n");
+  fclose(f);
+  log.text[0] = '\0';
+  CU_ASSERT(!clattn_tuning_lookup(lc, &p, path, &t, &why));
+  CU_ASSERT_NOT_EQUAL(t.decode_splits_per_cu, 7);
+  CU_ASSERT_PTR_NOT_NULL(strstr(log.text, "written for clattn version \"0.0.1\""));
+  remove(path);
+  clattn_context_release(&lc);
+
+  /* the default file of a device: one per device name */
+  char def[256];
+  clattn_tuning_default_path("/c", &p, def, sizeof def);
+  CU_ASSERT_STRING_EQUAL(def, "/c/tuning-amd-gfx90a-nvidia-h200.txt");
+
+  /* the public hooks: set a value (checked), write, and a new context reads it */
+  clattn_context *c = NULL;
+  CHECK_OK(clattn_context_create(fx.cl, fx.dev, NULL, &c));
+  const int wg = c->tuning.decode_wg;
+  CHECK_FAILS(clattn_context_set_tuning(c, "no_such_key", 1), CLATTN_INVALID_ARGUMENT, "no_such_key");
+  CHECK_FAILS(clattn_context_set_tuning(c, "decode_wg", 100), CLATTN_INVALID_ARGUMENT, "decode_wg=100");
+  CHECK_FAILS(clattn_context_set_tuning(NULL, "decode_wg", 64), CLATTN_INVALID_ARGUMENT, "ctx");
+  CU_ASSERT_EQUAL(c->tuning.decode_wg, wg);
+  CHECK_OK(clattn_context_set_tuning(c, "decode_wg", wg == 32 ? 64 : 32));
+  CHECK_OK(clattn_context_set_tuning(c, "decode_max_splits", 5));
+  CU_ASSERT_STRING_EQUAL(clattn_context_tuning_origin(c, CLATTN_TP_decode_wg), "set by clattn_context_set_tuning");
+  CU_ASSERT_PTR_NULL(clattn_context_tuning_origin(c, clattn_tuning_count()));
+  const clattn_tuning_param *info = clattn_tuning_param_info(CLATTN_TP_decode_wg);
+  CU_ASSERT_STRING_EQUAL(info->name, "decode_wg");
+  CU_ASSERT(info->pow2 && info->lo == 8 && info->hi == 1024 && strlen(info->meaning) > 10);
+  CU_ASSERT_PTR_NULL(clattn_tuning_param_info(clattn_tuning_count()));
+  char file[] = "/tmp/clattn-tuned-XXXXXX";
+  fd = mkstemp(file);
+  CU_ASSERT_FATAL(fd >= 0);
+  close(fd);
+  CHECK_OK(clattn_context_write_tuning(c, file));
+  CHECK_FAILS(clattn_context_write_tuning(c, "/no/such/dir/x"), CLATTN_INVALID_ARGUMENT, "/no/such/dir/x");
+  setenv("CLATTN_TUNING_FILE", file, 1);
+  clattn_context *c2 = NULL;
+  CHECK_OK(clattn_context_create(fx.cl, fx.dev, NULL, &c2));
+  unsetenv("CLATTN_TUNING_FILE");
+  CU_ASSERT_STRING_EQUAL(clattn_context_tuning_file(c2), file);
+  CU_ASSERT_STRING_EQUAL(clattn_context_tuning_path(c2), file);
+  for (size_t i = 0; i < clattn_tuning_count(); i++)
+    CU_ASSERT_EQUAL(clattn_context_tuning_value(c2, i), clattn_context_tuning_value(c, i));
+  CU_ASSERT_STRING_EQUAL(clattn_context_tuning_origin(c2, CLATTN_TP_decode_max_splits), "override file");
+  remove(file);
+  clattn_context_release(&c);
+  clattn_context_release(&c2);
 }
 
 static void test_tensor_checks(void) {
@@ -483,6 +589,7 @@ int main(void) {
   CU_add_test(s, "aliasing checks", test_aliasing_checks);
   CU_add_test(s, "kernel argument structs: one layout on host and device", test_args_layout);
   CU_add_test(s, "tuning override of zeros and nonsense", test_tuning_bad_override);
+  CU_add_test(s, "tuning origins, foreign files, set and write", test_tuning_origins);
   CU_add_test(s, "program cache: memory and disk", test_program_cache);
   CU_add_test(s, "embedded kernel sources are complete", test_embedded_sources);
   CU_add_test(s, "build errors carry the log", test_build_error);
