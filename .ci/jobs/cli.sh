@@ -74,5 +74,30 @@ for kv in int4 int4g2 int4g4 int4g8 fp8 fp8fnuz; do run run quant $Q --kv-dtype 
 run run quant $Q --dtype f32 --json
 run run quant $Q --dtype bf16 --no-check
 
+# the tuner end to end: it writes a file naming this device, a new context
+# reads it (devices --params says so) and its decode_wg reaches decode's build
+# options; a file of another device is reported and ignored
+tune_check() {
+  local dir f wg log
+  dir=$(mktemp -d) f="$dir/tuning.txt"
+  "$bin" tune --quick --family decode --out "$f" || return 1
+  grep -q '^device=' "$f" && grep -q '^clattn_version=' "$f" || { echo "no header in $f"; return 1; }
+  wg=$(sed -n 's/^decode_wg=//p' "$f")
+  log=$(CLATTN_TUNING_FILE="$f" "$bin" devices --params --device "$CLATTN_DEVICE" 2>&1)
+  grep -qE "decode_wg +$wg +override file" <<<"$log" || { echo "devices --params does not show the file"; return 1; }
+  log=$(CLATTN_TUNING_FILE="$f" CLATTN_LOG=debug CLATTN_CACHE_DIR="$dir/cache" \
+    "$bin" run decode --batch 1 --heads 4 --kv-heads 2 --head-dim 64 --ctx 100 $R 2>&1)
+  grep -q -- "decode.cl \[.*-DWG=$wg " <<<"$log" || { echo "decode_wg=$wg is not in decode's build options"; return 1; }
+  sed -i 's/^device=.*/device=Some Other GPU/' "$f"
+  log=$(CLATTN_TUNING_FILE="$f" CLATTN_LOG=info "$bin" devices --params 2>&1)
+  grep -q 'written for device "Some Other GPU", not this one' <<<"$log" || { echo "a foreign file was not reported"; return 1; }
+  rm -rf "$dir"
+}
+run tune --help
+usage tune --family nosuch
+t0=$SECONDS
+if out=$(tune_check 2>&1); then ok=$((ok + 1)); echo "ok   ($((SECONDS - t0)) s) clattn tune --quick (file, --params, build options, foreign file)"
+else bad=$((bad + 1)); echo "FAIL clattn tune --quick"; echo "$out" | tail -30; fi
+
 echo "cli: $ok passed, $bad failed"
 [ "$bad" -eq 0 ]

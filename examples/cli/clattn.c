@@ -8,11 +8,12 @@ static const char *usage =
     "usage: clattn <command> [flags]\n"
     "\n"
     "commands:\n"
-    "  devices                 OpenCL devices, their clattn profile and tuning row\n"
+    "  devices                 OpenCL devices, their clattn profile and tuning (--params)\n"
     "  run decode [flags]      split-K decode attention on synthetic data: check, time, GB/s\n"
     "  run merge [flags]       merging attention states\n"
     "  run rerope [flags]      ReRoPE windowed attention, forward and backward\n"
     "  run quant [flags]       K/V cache quantization, dequantization and append\n"
+    "  tune [flags]            measure tuning values on this device, write its override file\n"
 
     "\n"
     "Each command takes --help. The device is --device (an index or a name substring,\n"
@@ -58,6 +59,7 @@ int main(int argc, char **argv) {
   }
   if (strcmp(cmd, "devices") == 0) return cli_devices(argc - 2, argv + 2);
   if (strcmp(cmd, "run") == 0) return run(argc - 2, argv + 2);
+  if (strcmp(cmd, "tune") == 0) return cli_tune(argc - 2, argv + 2);
   fprintf(stderr, "clattn: unknown command '%s' (see clattn --help)\n", cmd);
   return 2;
 }

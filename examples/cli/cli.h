@@ -82,6 +82,24 @@ bool cli_read(cli_env *env, cl_mem buf, clattn_dtype dt, size_t off, size_t n, d
 /* Monotonic wall clock in seconds. */
 double cli_now(void);
 
+/* A decode case the tuner drives (decode.c): synthetic data of one shape on
+ * the device, kept across candidates. */
+typedef struct cli_decode_shape {
+  int batch, q_len, heads, kv_heads, head_dim, ctx, page_size;
+  const char *dtype, *kv_dtype; /* kv_dtype NULL: dtype */
+  bool paged, causal;
+} cli_decode_shape;
+typedef struct cli_decode_case cli_decode_case;
+/* NULL after printing the error. env is borrowed (it outlives the case). */
+cli_decode_case *cli_decode_case_new(cli_env *env, const cli_decode_shape *shape);
+/* Runs clattn_decode once with the context's tuning as it is now and checks
+ * sequences 0 and B - 1 against the CPU reference; false (why says why) on
+ * an error or a value out of tolerance. */
+bool cli_decode_case_check(cli_decode_case *c, char *why, size_t n);
+/* The median device time in ms (cold L2) of `repeat` runs after `warmup`; NaN on error. */
+double cli_decode_case_time(cli_decode_case *c, int warmup, int repeat);
+void cli_decode_case_free(cli_decode_case *c);
+
 /* Subcommands: each returns the process exit code (0 ok, 1 check failed or
  * runtime error, 2 bad usage). */
 int cli_devices(int argc, char **argv);
@@ -89,5 +107,6 @@ int cli_run_decode(int argc, char **argv);
 int cli_run_merge(int argc, char **argv);
 int cli_run_rerope(int argc, char **argv);
 int cli_run_quant(int argc, char **argv);
+int cli_tune(int argc, char **argv);
 
 #endif

@@ -48,7 +48,10 @@ typedef struct run {
   size_t flush_n;
   clattn_decode_params p;
   int splits;
+  size_t ws_bytes; /* the caller-owned workspace's size */
   double kv_bytes;
+  bool borrowed_env; /* the tuner's: not closed with the run */
+  bool check_ends;   /* the CPU check reads sequences 0 and B - 1 only (the tuner) */
 } run;
 
 /* ------------------------------------------------------------------ host random (shapes, lengths, tables) */
@@ -80,6 +83,31 @@ static double row_bytes(const run *r) {
   if (r->kvdt == CLATTN_INT4) return 4.0 * r->row_w;
   if (r->kvdt == CLATTN_FP8 || r->kvdt == CLATTN_FP8_FNUZ) return 4.0 * r->row_w + 4.0; /* + scale-shift */
   return (double)r->row_w * (double)clattn_dtype_size(r->kvdt);
+}
+
+/* Fills o with 0xFF bytes (NaN in every float dtype) to catch unwritten outputs. */
+static bool poison_o(run *r) {
+  const size_t bytes = (size_t)r->total_q * r->Hq * r->D * clattn_dtype_size(r->qdt);
+  const cl_uint ones = 0xffffffffu;
+  return bytes < 4 || clEnqueueFillBuffer(r->env.queue, r->o, &ones, 4, 0, bytes / 4 * 4, 0, NULL,
+                                          NULL) == CL_SUCCESS;
+}
+
+/* The split count and a caller-owned workspace for the context's current
+ * tuning (as a serving engine keeps one: no allocation per call); grown
+ * when a new tuning needs more. */
+static bool size_workspace(run *r) {
+  size_t bytes = 0;
+  clattn_status s = clattn_decode_workspace_size(r->env.ctx, &r->p, &bytes, &r->splits);
+  if (s != CLATTN_SUCCESS) return cli_fail("clattn_decode_workspace_size", s), false;
+  if (bytes > r->ws_bytes) {
+    if (r->ws) clReleaseMemObject(r->ws);
+    r->ws = cli_buffer(&r->env, bytes, "workspace");
+    r->ws_bytes = r->ws ? bytes : 0;
+    if (!r->ws) return false;
+  }
+  if (r->ws) r->p.maybe_workspace = clattn_tensor_1d(r->ws, 0, CLATTN_F32, (int64_t)(r->ws_bytes / 4));
+  return true;
 }
 
 static bool setup(run *r) {
@@ -133,11 +161,7 @@ static bool setup(run *r) {
     ok = ok && cli_fill_random(env, r->v, r->kvdt, 0, kv_elems, seed * 16 + 3, 1.0f);
   }
   if (!ok) return false;
-  /* poison o (0xFF bytes: NaN in every float dtype) to catch unwritten outputs */
-  const cl_uint ones = 0xffffffffu;
-  if (q_elems * qes >= 4 &&
-      clEnqueueFillBuffer(env->queue, r->o, &ones, 4, 0, q_elems * qes / 4 * 4, 0, NULL, NULL) != CL_SUCCESS)
-    return false;
+  if (!poison_o(r)) return false;
 
   clattn_decode_params *p = &r->p;
   memset(p, 0, sizeof *p);
@@ -206,15 +230,7 @@ static bool setup(run *r) {
   p->causal = o->causal;
   p->num_splits = o->splits;
 
-  size_t ws_bytes = 0;
-  clattn_status s = clattn_decode_workspace_size(env->ctx, p, &ws_bytes, &r->splits);
-  if (s != CLATTN_SUCCESS) return cli_fail("clattn_decode_workspace_size", s), false;
-  if (ws_bytes) {
-    /* a caller-owned workspace, as a serving engine keeps one: no allocation per call */
-    r->ws = cli_buffer(env, ws_bytes, "workspace");
-    if (!r->ws) return false;
-    p->maybe_workspace = clattn_tensor_1d(r->ws, 0, CLATTN_F32, (int64_t)(ws_bytes / 4));
-  }
+  if (!size_workspace(r)) return false;
   if (!o->no_flush) {
     r->flush = cli_flush_buffer(env, &r->flush_n);
     if (!r->flush) return false;
@@ -230,7 +246,7 @@ static void teardown(run *r) {
   free(r->kv_len);
   free(r->q_start);
   free(r->table);
-  cli_close(&r->env);
+  if (!r->borrowed_env) cli_close(&r->env);
 }
 
 /* ------------------------------------------------------------------ timing */
@@ -426,7 +442,7 @@ static bool check_cpu(run *r, check *c) {
   const int kv_cap = r->p.maybe_bias.buf ? (int)r->p.maybe_bias.shape[3] : r->N;
   for (int b = 0; b < r->B && ok; b++) {
     const int nq = r->q_start[b + 1] - r->q_start[b], n = r->kv_len[b];
-    if (nq == 0) continue;
+    if (nq == 0 || (r->check_ends && b != 0 && b != r->B - 1)) continue;
     const size_t q0 = (size_t)r->q_start[b] * row_q, nqe = (size_t)nq * row_q;
     double *q = malloc(sizeof(double) * nqe), *o = malloc(sizeof(double) * nqe);
     double *want = malloc(sizeof(double) * nqe), *lse = malloc(sizeof(double) * (size_t)nq * Hq);
@@ -760,4 +776,65 @@ done:
   teardown(r);
   free(r);
   return rc;
+}
+
+/* ------------------------------------------------------------------ the tuner's cases (tune.c) */
+
+struct cli_decode_case {
+  run r;
+};
+
+cli_decode_case *cli_decode_case_new(cli_env *env, const cli_decode_shape *sh) {
+  cli_decode_case *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  run *r = &c->r;
+  r->opt = (opts){.batch = sh->batch, .q_len = sh->q_len, .heads = sh->heads,
+                  .kv_heads = sh->kv_heads, .head_dim = sh->head_dim, .ctx = sh->ctx,
+                  .page_size = sh->page_size ? sh->page_size : 16, .repeat = 1, .seed = 1,
+                  .dtype = sh->dtype, .kv_dtype = sh->kv_dtype ? sh->kv_dtype : sh->dtype,
+                  .paged = sh->paged, .causal = sh->causal};
+  r->env = *env;
+  r->borrowed_env = true;
+  r->check_ends = true;
+  int qgroups = 1;
+  if (!cli_dtype(r->opt.dtype, &r->qdt, &qgroups) || !cli_dtype(r->opt.kv_dtype, &r->kvdt, &r->groups)) {
+    fprintf(stderr, "clattn tune: bad dtype in a decode shape\n");
+    free(c);
+    return NULL;
+  }
+  if (!setup(r)) {
+    cli_decode_case_free(c);
+    return NULL;
+  }
+  return c;
+}
+
+bool cli_decode_case_check(cli_decode_case *c, char *why, size_t n) {
+  run *r = &c->r;
+  why[0] = '\0';
+  if (!size_workspace(r) || !poison_o(r)) return snprintf(why, n, "setup failed"), false;
+  clattn_status s = clattn_decode(r->env.ctx, r->env.queue, &r->p, 0, NULL, NULL);
+  if (s == CLATTN_SUCCESS && clFinish(r->env.queue) != CL_SUCCESS) s = CLATTN_OPENCL_ERROR;
+  if (s != CLATTN_SUCCESS)
+    return snprintf(why, n, "%s: %s", clattn_status_string(s), clattn_last_error()), false;
+  check k;
+  memset(&k, 0, sizeof k);
+  if (!check_cpu(r, &k)) return snprintf(why, n, "the check could not run"), false;
+  if (k.bad) snprintf(why, n, "%zu values out of tolerance, first %s", k.bad, k.first_bad);
+  return k.bad == 0;
+}
+
+double cli_decode_case_time(cli_decode_case *c, int warmup, int repeat) {
+  run *r = &c->r;
+  r->opt.warmup = warmup;
+  r->opt.repeat = repeat;
+  timing t;
+  if (!size_workspace(r) || !time_op(r, clattn_decode, &r->p, "", true, &t)) return NAN;
+  return t.median_ms;
+}
+
+void cli_decode_case_free(cli_decode_case *c) {
+  if (!c) return;
+  teardown(&c->r);
+  free(c);
 }

@@ -1,0 +1,319 @@
+/* `clattn tune`: measures candidate tuning values on model-like shapes and
+ * writes the fastest as the device's override file.
+ *
+ * Coordinate descent from the values the context starts with (its table
+ * row and any override file): for each parameter of the family in turn,
+ * each candidate value is set on the context (clattn_context_set_tuning),
+ * checked on every shape against the CPU reference (a wrong or failing
+ * candidate is reported and dropped), then timed on every shape; it is kept
+ * when the mean of its times over the best's so far is at least 2% lower
+ * (less is noise between timed runs). At the end the preset and the chosen
+ * values are timed again, one after the other, and the file is written
+ * atomically (clattn_context_write_tuning) where the context looks for it
+ * (or --out). */
+#include "cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_CANDIDATES 6
+#define KEEP_MARGIN 0.02 /* a candidate must beat the best by this fraction */
+
+/* A parameter and the values the tuner tries for it. */
+typedef struct knob {
+  const char *param;
+  int n;
+  int values[MAX_CANDIDATES];
+} knob;
+
+/* The cases of a family: one shape's data on the device, checked and timed. */
+typedef struct case_ops {
+  void *(*make)(cli_env *env, const void *shape);
+  bool (*check)(void *c, char *why, size_t n);
+  double (*time)(void *c, int warmup, int repeat);
+  void (*release)(void *c);
+  void (*describe)(const void *shape, char *buf, size_t n);
+} case_ops;
+
+typedef struct family {
+  const char *name;
+  const case_ops *ops;
+  size_t shape_size;
+  const void *shapes[2]; /* [0] full, [1] --quick */
+  int nshapes[2];
+  const knob *knobs[2];
+  int nknobs[2];
+} family;
+
+/* ------------------------------------------------------------------ decode */
+
+static void *decode_make(cli_env *env, const void *shape) { return cli_decode_case_new(env, shape); }
+static bool decode_check(void *c, char *why, size_t n) { return cli_decode_case_check(c, why, n); }
+static double decode_time(void *c, int warmup, int repeat) {
+  return cli_decode_case_time(c, warmup, repeat);
+}
+static void decode_release(void *c) { cli_decode_case_free(c); }
+static void decode_describe(const void *shape, char *buf, size_t n) {
+  const cli_decode_shape *s = shape;
+  snprintf(buf, n, "decode B=%d Hq=%d Hkv=%d D=%d ctx=%d %s%s%s", s->batch, s->heads, s->kv_heads,
+           s->head_dim, s->ctx, s->dtype, s->kv_dtype ? "/" : "", s->kv_dtype ? s->kv_dtype : "");
+}
+static const case_ops decode_ops = {decode_make, decode_check, decode_time, decode_release,
+                                    decode_describe};
+
+/* The shapes of issue #22: a single long sequence and a big batch, short and long. */
+static const cli_decode_shape decode_shapes[] = {
+    {.batch = 1, .q_len = 1, .heads = 32, .kv_heads = 8, .head_dim = 128, .ctx = 32768, .dtype = "f16"},
+    {.batch = 64, .q_len = 1, .heads = 32, .kv_heads = 8, .head_dim = 128, .ctx = 4096, .dtype = "f16"},
+    {.batch = 64, .q_len = 1, .heads = 32, .kv_heads = 8, .head_dim = 128, .ctx = 32768, .dtype = "f16"},
+};
+static const cli_decode_shape decode_quick_shapes[] = {
+    {.batch = 2, .q_len = 1, .heads = 8, .kv_heads = 2, .head_dim = 64, .ctx = 512, .dtype = "f16"},
+    {.batch = 1, .q_len = 1, .heads = 8, .kv_heads = 2, .head_dim = 64, .ctx = 2048, .dtype = "f16"},
+};
+/* Plan parameters first (no new kernels), then the kernels' own. */
+static const knob decode_knobs[] = {
+    {"decode_splits_per_cu", 4, {1, 2, 4, 8}},
+    {"decode_min_keys_per_split", 5, {64, 128, 256, 512, 1024}},
+    {"decode_max_splits", 4, {32, 64, 128, 256}},
+    {"decode_mma_splits_per_cu", 4, {0, 1, 2, 4}},
+    {"decode_mma_min_keys", 4, {256, 512, 1024, 2048}},
+    {"decode_merge_last", 3, {0, 8, 16}},
+    {"decode_wg", 4, {32, 64, 128, 256}},
+    {"decode_lane_keys", 2, {0, 1}},
+    {"decode_kstage", 2, {0, 1}},
+    {"decode_mma_blocks", 2, {0, 2}},
+    {"decode_mma_small_wg", 4, {0, 128, 256, 512}},
+};
+static const knob decode_quick_knobs[] = {
+    {"decode_splits_per_cu", 2, {1, 4}},
+    {"decode_min_keys_per_split", 2, {32, 256}},
+    {"decode_wg", 2, {32, 128}},
+};
+
+#define N(a) ((int)(sizeof a / sizeof a[0]))
+static const family families[] = {
+    {"decode", &decode_ops, sizeof(cli_decode_shape), {decode_shapes, decode_quick_shapes}, {N(decode_shapes), N(decode_quick_shapes)},
+     {decode_knobs, decode_quick_knobs}, {N(decode_knobs), N(decode_quick_knobs)}},
+};
+
+/* ------------------------------------------------------------------ the search */
+
+typedef struct tuner {
+  cli_env env;
+  bool quick;
+  int warmup, repeat;
+  int *preset; /* the context's values at the start, by parameter index */
+  double t0;
+  int done, total; /* candidates measured, in all */
+} tuner;
+
+static int param_index(const char *name) {
+  for (size_t i = 0; i < clattn_tuning_count(); i++)
+    if (strcmp(clattn_tuning_name(i), name) == 0) return (int)i;
+  return -1;
+}
+
+static int value_of(const tuner *t, const char *name) {
+  return clattn_context_tuning_value(t->env.ctx, (size_t)param_index(name));
+}
+
+/* Checks every case, then times it: the mean over cases of time / base[i]
+ * (base NULL: the times go to `ms`). NaN when a check fails (reported). */
+static double measure(tuner *t, const family *f, void **cases, const void *const *shapes,
+                      const double *base, double *ms, const char *what) {
+  const int q = t->quick, n = f->nshapes[q];
+  char why[256], name[160];
+  for (int i = 0; i < n; i++)
+    if (!f->ops->check(cases[i], why, sizeof why)) {
+      f->ops->describe(shapes[i], name, sizeof name);
+      printf("  %s: wrong on %s: %s; dropped\n", what, name, why);
+      return NAN;
+    }
+  double sum = 0.0;
+  for (int i = 0; i < n; i++) {
+    const double v = f->ops->time(cases[i], t->warmup, t->repeat);
+    if (isnan(v)) {
+      printf("  %s: timing failed: %s; dropped\n", what, clattn_last_error());
+      return NAN;
+    }
+    if (ms) ms[i] = v;
+    sum += base ? v / base[i] : v;
+  }
+  return sum / n;
+}
+
+static void print_eta(tuner *t) {
+  const double spent = cli_now() - t->t0;
+  const double left = t->done ? spent / t->done * (t->total - t->done) : 0.0;
+  printf(" [%d/%d, %.0f s, about %.0f s left]\n", t->done, t->total, spent, left);
+}
+
+/* One family: every knob in turn; leaves the best values set on the context. */
+static bool tune_family(tuner *t, const family *f) {
+  const int q = t->quick, n = f->nshapes[q];
+  void **cases = calloc((size_t)n, sizeof *cases);
+  const void **shapes = calloc((size_t)n, sizeof *shapes);
+  double *base = calloc((size_t)n, sizeof *base), *now = calloc((size_t)n, sizeof *now);
+  int *start = calloc(clattn_tuning_count(), sizeof *start); /* the values this family starts from */
+  bool ok = cases && shapes && base && now && start;
+  for (size_t i = 0; ok && i < clattn_tuning_count(); i++) start[i] = clattn_context_tuning_value(t->env.ctx, i);
+  char name[160];
+  for (int i = 0; ok && i < n; i++) {
+    shapes[i] = (const char *)f->shapes[q] + (size_t)i * f->shape_size;
+    f->ops->describe(shapes[i], name, sizeof name);
+    printf("%s: preparing %s\n", f->name, name);
+    ok = (cases[i] = f->ops->make(&t->env, shapes[i])) != NULL;
+  }
+  if (ok) { /* twice: the first run builds the kernels and warms the caches */
+    ok = !isnan(measure(t, f, cases, shapes, NULL, base, "the preset")) &&
+         !isnan(measure(t, f, cases, shapes, NULL, base, "the preset"));
+    if (!ok) printf("%s: the preset fails its check; nothing to tune from\n", f->name);
+  }
+  for (int i = 0; ok && i < n; i++) {
+    f->ops->describe(shapes[i], name, sizeof name);
+    printf("  preset on %s: %.4f ms\n", name, base[i]);
+  }
+  double best = 1.0;
+  for (int k = 0; ok && k < f->nknobs[q]; k++) {
+    const knob *kb = &f->knobs[q][k];
+    const int was = value_of(t, kb->param);
+    int keep = was;
+    for (int c = 0; c < kb->n; c++) {
+      const int v = kb->values[c];
+      if (v == was) continue;
+      char what[96];
+      snprintf(what, sizeof what, "%s=%d", kb->param, v);
+      t->done++;
+      if (clattn_context_set_tuning(t->env.ctx, kb->param, v) != CLATTN_SUCCESS) {
+        printf("  %s: skipped (%s)", what, clattn_last_error());
+        print_eta(t);
+        continue;
+      }
+      const double score = measure(t, f, cases, shapes, base, now, what);
+      if (!isnan(score)) {
+        printf("  %s: %.3fx the preset's time (best so far %.3fx)", what, score, best);
+        print_eta(t);
+      }
+      if (!isnan(score) && score < best * (1.0 - KEEP_MARGIN)) best = score, keep = v;
+      clattn_context_set_tuning(t->env.ctx, kb->param, was);
+    }
+    clattn_context_set_tuning(t->env.ctx, kb->param, keep);
+    if (keep != was) printf("  -> %s=%d (was %d)\n", kb->param, keep, was);
+  }
+  if (ok) { /* the preset and the chosen values, timed again one after the other */
+    double *chosen = calloc((size_t)n, sizeof *chosen);
+    int *mine = calloc(clattn_tuning_count(), sizeof *mine);
+    ok = chosen && mine;
+    for (size_t i = 0; ok && i < clattn_tuning_count(); i++) mine[i] = clattn_context_tuning_value(t->env.ctx, i);
+    for (size_t i = 0; ok && i < clattn_tuning_count(); i++)
+      clattn_context_set_tuning(t->env.ctx, clattn_tuning_name(i), start[i]);
+    ok = ok && !isnan(measure(t, f, cases, shapes, NULL, base, "the preset"));
+    for (size_t i = 0; ok && i < clattn_tuning_count(); i++)
+      clattn_context_set_tuning(t->env.ctx, clattn_tuning_name(i), mine[i]);
+    ok = ok && !isnan(measure(t, f, cases, shapes, NULL, chosen, "the chosen values"));
+    printf("%s: the preset against the chosen values (ms, device, cold L2):\n", f->name);
+    double ratio = 0.0;
+    for (int i = 0; ok && i < n; i++) {
+      f->ops->describe(shapes[i], name, sizeof name);
+      printf("  %-48s %9.4f %9.4f  %.3fx\n", name, base[i], chosen[i], base[i] / chosen[i]);
+      ratio += chosen[i] / base[i] / n;
+    }
+    if (ok && ratio > 1.0) { /* what looked faster was noise: keep the preset */
+      printf("%s: the chosen values are not faster when timed again (%.3fx the preset's time); "
+             "the preset stays\n", f->name, ratio);
+      for (size_t i = 0; i < clattn_tuning_count(); i++)
+        clattn_context_set_tuning(t->env.ctx, clattn_tuning_name(i), start[i]);
+    }
+    free(chosen);
+    free(mine);
+  }
+  for (int i = 0; cases && i < n; i++)
+    if (cases[i]) f->ops->release(cases[i]);
+  free(cases);
+  free(shapes);
+  free(base);
+  free(now);
+  free(start);
+  return ok;
+}
+
+static const char *usage =
+    "clattn tune [flags]\n"
+    "\n"
+    "Times candidate tuning values on model-like shapes of each family and writes the\n"
+    "fastest as this device's override file, which every later context on the device\n"
+    "reads (the path is printed; $CLATTN_TUNING_FILE names another). Each candidate is\n"
+    "checked against the CPU reference first; a wrong or failing one is reported and\n"
+    "dropped. Parameters are tried one at a time from the values the device has now (its\n"
+    "table row and any override file); a value is kept when it is at least 2% faster on\n"
+    "the mean of the shapes. With CLATTN_PORTABLE=1 the portable kernels are tuned.\n"
+    "Families: decode (all: every family). --quick: small shapes and a few candidates.\n"
+    "\n"
+    "example: clattn tune --family decode";
+
+int cli_tune(int argc, char **argv) {
+  const char *fam = "all", *device = NULL, *out = NULL;
+  bool quick = false, dry = false;
+  int repeat = 0;
+  cli_flag flags[] = {
+      {"family", FLAG_STR, &fam, "decode or all"},
+      {"device", FLAG_STR, &device, "device index or name substring (default $CLATTN_DEVICE)"},
+      {"quick", FLAG_BOOL, &quick, "small shapes and a few candidates (a check that the tuner works)"},
+      {"repeat", FLAG_INT, &repeat, "timed runs per shape and candidate (0: 10, --quick 3)"},
+      {"out", FLAG_STR, &out, "write the file here instead of where the context looks for it"},
+      {"dry-run", FLAG_BOOL, &dry, "measure and print, write nothing"},
+  };
+  int r = cli_parse(usage, argc, argv, flags, N(flags));
+  if (r) return r == 1 ? 0 : 2;
+  bool any = strcmp(fam, "all") == 0;
+  for (int i = 0; i < N(families); i++) any = any || strcmp(fam, families[i].name) == 0;
+  if (!any || repeat < 0) {
+    fprintf(stderr, "clattn tune: %s (see --help)\n",
+            repeat < 0 ? "--repeat must be at least 0" : "--family: decode or all");
+    return 2;
+  }
+  tuner t = {.quick = quick, .warmup = quick ? 1 : 2, .repeat = repeat ? repeat : quick ? 3 : 10};
+  if (!cli_open(device, &t.env)) return 1;
+  const char *path = out ? out : clattn_context_tuning_path(t.env.ctx);
+  if (!dry && !path[0]) {
+    fprintf(stderr, "clattn tune: no place to write the file (no cache directory): use --out\n");
+    cli_close(&t.env);
+    return 2;
+  }
+  printf("device: %s, arch %s%s\n", t.env.profile.name, t.env.profile.arch,
+         getenv("CLATTN_PORTABLE") ? ", portable kernels (CLATTN_PORTABLE)" : "");
+  t.preset = calloc(clattn_tuning_count(), sizeof *t.preset);
+  if (!t.preset) return cli_close(&t.env), 1;
+  for (size_t i = 0; i < clattn_tuning_count(); i++) t.preset[i] = clattn_context_tuning_value(t.env.ctx, i);
+  for (int i = 0; i < N(families); i++)
+    if (any && (strcmp(fam, "all") == 0 || strcmp(fam, families[i].name) == 0))
+      for (int k = 0; k < families[i].nknobs[quick]; k++) {
+        const knob *kb = &families[i].knobs[quick][k];
+        for (int c = 0; c < kb->n; c++) t.total += kb->values[c] != value_of(&t, kb->param);
+      }
+  t.t0 = cli_now();
+  bool ok = true;
+  for (int i = 0; ok && i < N(families); i++)
+    if (strcmp(fam, "all") == 0 || strcmp(fam, families[i].name) == 0) ok = tune_family(&t, &families[i]);
+  if (ok) {
+    printf("chosen (the rest as before):");
+    int changed = 0;
+    for (size_t i = 0; i < clattn_tuning_count(); i++) {
+      const int v = clattn_context_tuning_value(t.env.ctx, i);
+      if (v != t.preset[i]) printf(" %s=%d (was %d)", clattn_tuning_name(i), v, t.preset[i]), changed++;
+    }
+    printf("%s\n", changed ? "" : " nothing: the preset is the fastest found");
+    printf("tuning took %.0f s\n", cli_now() - t.t0);
+    if (!dry) {
+      clattn_status s = clattn_context_write_tuning(t.env.ctx, path);
+      if (s != CLATTN_SUCCESS) ok = !cli_fail("writing the tuning file", s);
+      else printf("wrote %s\n", path);
+    }
+  }
+  free(t.preset);
+  cli_close(&t.env);
+  return ok ? 0 : 1;
+}
