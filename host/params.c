@@ -27,15 +27,19 @@ typedef struct row {
 } row;
 
 /* The portable kernels' values every GPU row starts from. */
-#define GPU_PORTABLE                                                                        \
-  .decode_wg = 128, .decode_splits_per_cu = 2, .decode_min_keys_per_split = 256,            \
-  .decode_max_splits = 128, .merge_wg = 128, .quant_wg = 256, .decode_merge_last = 8
+#define GPU_COMMON                                                                          \
+  .decode_splits_per_cu = 2, .decode_min_keys_per_split = 256, .decode_max_splits = 128,    \
+  .merge_wg = 128, .quant_wg = 256, .decode_merge_last = 8
+#define GPU_PORTABLE .decode_wg = 128, GPU_COMMON
 
 /* Hopper / Ampere (H200 measurements, tools/PERF.md). Decode takes the
  * tensor-core form (f16/bf16 q, D % 64 == 0) with 2 groups per SM as the
- * split target (B=64 ctx=32768: f16 1.88 ms, 4.6 TB/s; 4 per SM 1.90); the
- * portable form keeps 2 per SM and a work-item per key (it beat 16 lanes per
- * key, 2.9 against 1.9 TB/s, and staged K tiles, 2.3 TB/s). Quantized rows on
+ * split target (B=64 ctx=32768: f16 1.88 ms, 4.6 TB/s; 4 per SM 1.90), 4
+ * warps per group (decode_mma_wg; 8 warps 1.03x the time in `clattn tune`).
+ * The portable form keeps 2 per SM and a work-item per key, 256 keys per
+ * group (`clattn tune`, CLATTN_PORTABLE=1, f16 D=128: B=64 ctx=4096 / 32768
+ * 0.419 / 2.960 ms against 0.605 / 4.485 with 128 keys; 16 lanes per key
+ * 2.2x the time, staged K tiles no gain). Quantized rows on
  * tensor cores (B=64 ctx=32768) go straight from global memory, one block per
  * warp in flight: int4 with 4 warps per group (0.77 ms; through a ring of 2
  * staged blocks with 8 warps 0.93), fp8 with 8 warps (1.02 ms; 6 warps with 2
@@ -58,7 +62,7 @@ typedef struct row {
  * one launch 64.9 / 49.3 ms against 47.8 / 55.0 ms, no gain), as does the
  * generic row. */
 #define NVIDIA_MMA                                                                          \
-  GPU_PORTABLE, .decode_mma = 1, .decode_mma_splits_per_cu = 2, .decode_mma_min_keys = 1024, \
+  .decode_wg = 256, GPU_COMMON, .decode_mma = 1, .decode_mma_wg = 128, .decode_mma_splits_per_cu = 2, .decode_mma_min_keys = 1024, \
   .decode_mma_int4_wg = 128, .decode_mma_int4_heads = 4,                                    \
   .decode_mma_int4_groups_per_cu = 4, .decode_mma_fp8_wg = 256, .decode_mma_small_wg = 256, \
   .rerope_block_m = 64,                                                                     \
@@ -104,6 +108,7 @@ static const row table[] = {
 };
 #undef AMD_CDNA
 #undef CPU_ROW
+#undef GPU_COMMON
 #undef GPU_PORTABLE
 #undef NVIDIA_MMA
 
@@ -117,7 +122,7 @@ static const struct param {
 };
 
 /* The work-group sizes: clamped to the device's limit. */
-static const size_t wg_params[] = {CLATTN_TP_decode_wg,   CLATTN_TP_decode_mma_int4_wg,
+static const size_t wg_params[] = {CLATTN_TP_decode_wg,   CLATTN_TP_decode_mma_wg, CLATTN_TP_decode_mma_int4_wg,
                                    CLATTN_TP_decode_mma_fp8_wg, CLATTN_TP_decode_mma_small_wg,
                                    CLATTN_TP_merge_wg,    CLATTN_TP_rerope_wg,
                                    CLATTN_TP_quant_wg};

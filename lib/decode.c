@@ -446,7 +446,9 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
     pl->lane_keys = pl->kstage = false;
     pl->RB = pl->rows <= 8 ? 8 : 16;
     pl->nrb = (int)div_up(pl->rows > 0 ? pl->rows : 1, pl->RB);
-    const int qwg = pl->pr.kv_q == 1 ? t->decode_mma_int4_wg : pl->pr.kv_q == 2 ? t->decode_mma_fp8_wg : 0;
+    const int qwg = pl->pr.kv_q == 1 ? t->decode_mma_int4_wg
+                    : pl->pr.kv_q == 2 ? t->decode_mma_fp8_wg
+                                       : t->decode_mma_wg;
     if (qwg >= 32 && qwg % 32 == 0) pl->WG = qwg; /* whole warps; the lookup kept it within the device */
     if (pl->pr.D % 64 == 0) {
       plan_stages(ctx, p, pl);

@@ -99,6 +99,8 @@ bool cli_decode_case_check(cli_decode_case *c, char *why, size_t n);
 /* The median device time in ms (cold L2) of `repeat` runs after `warmup`; NaN on error. */
 double cli_decode_case_time(cli_decode_case *c, int warmup, int repeat);
 void cli_decode_case_free(cli_decode_case *c);
+/* Which kernels decode runs for the case now (clattn_decode_kernels). */
+const char *cli_decode_case_kernels(cli_decode_case *c);
 
 /* Subcommands: each returns the process exit code (0 ok, 1 check failed or
  * runtime error, 2 bad usage). */

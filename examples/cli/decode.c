@@ -838,3 +838,5 @@ void cli_decode_case_free(cli_decode_case *c) {
   teardown(&c->r);
   free(c);
 }
+
+const char *cli_decode_case_kernels(cli_decode_case *c) { return clattn_decode_kernels(c->r.env.ctx, &c->r.p); }

@@ -5,9 +5,10 @@
  * row and any override file): for each parameter of the family in turn,
  * each candidate value is set on the context (clattn_context_set_tuning),
  * checked on every shape against the CPU reference (a wrong or failing
- * candidate is reported and dropped), then timed on every shape; it is kept
- * when the mean of its times over the best's so far is at least 2% lower
- * (less is noise between timed runs). At the end the preset and the chosen
+ * candidate is reported and dropped), then timed on every shape, and the
+ * best value so far is timed again right after it (so that clock drift
+ * cancels); the candidate is kept when the mean of its times over the
+ * best's is at least 2% lower (less is noise between timed runs). At the end the preset and the chosen
  * values are timed again, one after the other, and the file is written
  * atomically (clattn_context_write_tuning) where the context looks for it
  * (or --out). */
@@ -21,11 +22,13 @@
 #define MAX_CANDIDATES 6
 #define KEEP_MARGIN 0.02 /* a candidate must beat the best by this fraction */
 
-/* A parameter and the values the tuner tries for it. */
+/* A parameter and the values the tuner tries for it; tried only where some
+ * case's kernels (case_ops.kernels) contain `needs` (NULL: always). */
 typedef struct knob {
   const char *param;
   int n;
   int values[MAX_CANDIDATES];
+  const char *needs;
 } knob;
 
 /* The cases of a family: one shape's data on the device, checked and timed. */
@@ -35,6 +38,7 @@ typedef struct case_ops {
   double (*time)(void *c, int warmup, int repeat);
   void (*release)(void *c);
   void (*describe)(const void *shape, char *buf, size_t n);
+  const char *(*kernels)(void *c); /* which kernels run, in words */
 } case_ops;
 
 typedef struct family {
@@ -60,8 +64,9 @@ static void decode_describe(const void *shape, char *buf, size_t n) {
   snprintf(buf, n, "decode B=%d Hq=%d Hkv=%d D=%d ctx=%d %s%s%s", s->batch, s->heads, s->kv_heads,
            s->head_dim, s->ctx, s->dtype, s->kv_dtype ? "/" : "", s->kv_dtype ? s->kv_dtype : "");
 }
-static const case_ops decode_ops = {decode_make, decode_check, decode_time, decode_release,
-                                    decode_describe};
+static const char *decode_kernels(void *c) { return cli_decode_case_kernels(c); }
+static const case_ops decode_ops = {decode_make,    decode_check,    decode_time,
+                                    decode_release, decode_describe, decode_kernels};
 
 /* The shapes of issue #22: a single long sequence and a big batch, short and long. */
 static const cli_decode_shape decode_shapes[] = {
@@ -73,24 +78,31 @@ static const cli_decode_shape decode_quick_shapes[] = {
     {.batch = 2, .q_len = 1, .heads = 8, .kv_heads = 2, .head_dim = 64, .ctx = 512, .dtype = "f16"},
     {.batch = 1, .q_len = 1, .heads = 8, .kv_heads = 2, .head_dim = 64, .ctx = 2048, .dtype = "f16"},
 };
-/* Plan parameters first (no new kernels), then the kernels' own. */
+/* The kernels' shape first (the split plan depends on it), then the plan;
+ * the tensor-core form's parameters only where it runs, the portable
+ * kernel's only where that runs. */
+#define TC "tensor cores"
+#define PORT "portable"
 static const knob decode_knobs[] = {
-    {"decode_splits_per_cu", 4, {1, 2, 4, 8}},
-    {"decode_min_keys_per_split", 5, {64, 128, 256, 512, 1024}},
-    {"decode_max_splits", 4, {32, 64, 128, 256}},
-    {"decode_mma_splits_per_cu", 4, {0, 1, 2, 4}},
-    {"decode_mma_min_keys", 4, {256, 512, 1024, 2048}},
-    {"decode_merge_last", 3, {0, 8, 16}},
-    {"decode_wg", 4, {32, 64, 128, 256}},
-    {"decode_lane_keys", 2, {0, 1}},
-    {"decode_kstage", 2, {0, 1}},
-    {"decode_mma_blocks", 2, {0, 2}},
-    {"decode_mma_small_wg", 4, {0, 128, 256, 512}},
+    {"decode_wg", 4, {64, 128, 256, 512}, PORT},
+    {"decode_lane_keys", 2, {0, 1}, PORT},
+    {"decode_kstage", 2, {0, 1}, PORT},
+    {"decode_splits_per_cu", 4, {1, 2, 4, 8}, NULL},
+    {"decode_min_keys_per_split", 5, {64, 128, 256, 512, 1024}, NULL},
+    {"decode_max_splits", 4, {32, 64, 128, 256}, NULL},
+    {"decode_merge_last", 3, {0, 8, 16}, NULL},
+    {"decode_mma_wg", 3, {64, 128, 256}, TC},
+    {"decode_mma_blocks", 2, {0, 2}, TC},
+    {"decode_mma_small_wg", 3, {0, 128, 256}, TC},
+    {"decode_mma_splits_per_cu", 4, {0, 1, 2, 4}, TC},
+    {"decode_mma_min_keys", 4, {256, 512, 1024, 2048}, TC},
 };
+#undef TC
+#undef PORT
 static const knob decode_quick_knobs[] = {
-    {"decode_splits_per_cu", 2, {1, 4}},
-    {"decode_min_keys_per_split", 2, {32, 256}},
-    {"decode_wg", 2, {32, 128}},
+    {"decode_wg", 2, {32, 128}, "portable"},
+    {"decode_splits_per_cu", 2, {1, 4}, NULL},
+    {"decode_min_keys_per_split", 2, {32, 256}, NULL},
 };
 
 #define N(a) ((int)(sizeof a / sizeof a[0]))
@@ -120,29 +132,33 @@ static int value_of(const tuner *t, const char *name) {
   return clattn_context_tuning_value(t->env.ctx, (size_t)param_index(name));
 }
 
-/* Checks every case, then times it: the mean over cases of time / base[i]
- * (base NULL: the times go to `ms`). NaN when a check fails (reported). */
-static double measure(tuner *t, const family *f, void **cases, const void *const *shapes,
-                      const double *base, double *ms, const char *what) {
-  const int q = t->quick, n = f->nshapes[q];
+/* Checks every case (when `check`), then times it into ms[]; false when a
+ * check or a run fails (reported). */
+static bool measure(tuner *t, const family *f, void **cases, const void *const *shapes, bool check,
+                    double *ms, const char *what) {
+  const int n = f->nshapes[t->quick];
   char why[256], name[160];
-  for (int i = 0; i < n; i++)
+  for (int i = 0; check && i < n; i++)
     if (!f->ops->check(cases[i], why, sizeof why)) {
       f->ops->describe(shapes[i], name, sizeof name);
-      printf("  %s: wrong on %s: %s; dropped\n", what, name, why);
-      return NAN;
+      printf("  %s: fails on %s: %s; dropped\n", what, name, why);
+      return false;
     }
-  double sum = 0.0;
   for (int i = 0; i < n; i++) {
-    const double v = f->ops->time(cases[i], t->warmup, t->repeat);
-    if (isnan(v)) {
+    ms[i] = f->ops->time(cases[i], t->warmup, t->repeat);
+    if (isnan(ms[i])) {
       printf("  %s: timing failed: %s; dropped\n", what, clattn_last_error());
-      return NAN;
+      return false;
     }
-    if (ms) ms[i] = v;
-    sum += base ? v / base[i] : v;
   }
-  return sum / n;
+  return true;
+}
+
+/* The mean over shapes of a[i] / b[i]. */
+static double mean_ratio(const double *a, const double *b, int n) {
+  double sum = 0.0;
+  for (int i = 0; i < n; i++) sum += a[i] / b[i] / n;
+  return sum;
 }
 
 static void print_eta(tuner *t) {
@@ -157,8 +173,9 @@ static bool tune_family(tuner *t, const family *f) {
   void **cases = calloc((size_t)n, sizeof *cases);
   const void **shapes = calloc((size_t)n, sizeof *shapes);
   double *base = calloc((size_t)n, sizeof *base), *now = calloc((size_t)n, sizeof *now);
+  double *ref = calloc((size_t)n, sizeof *ref);
   int *start = calloc(clattn_tuning_count(), sizeof *start); /* the values this family starts from */
-  bool ok = cases && shapes && base && now && start;
+  bool ok = cases && shapes && base && now && ref && start;
   for (size_t i = 0; ok && i < clattn_tuning_count(); i++) start[i] = clattn_context_tuning_value(t->env.ctx, i);
   char name[160];
   for (int i = 0; ok && i < n; i++) {
@@ -168,8 +185,8 @@ static bool tune_family(tuner *t, const family *f) {
     ok = (cases[i] = f->ops->make(&t->env, shapes[i])) != NULL;
   }
   if (ok) { /* twice: the first run builds the kernels and warms the caches */
-    ok = !isnan(measure(t, f, cases, shapes, NULL, base, "the preset")) &&
-         !isnan(measure(t, f, cases, shapes, NULL, base, "the preset"));
+    ok = measure(t, f, cases, shapes, true, base, "the preset") &&
+         measure(t, f, cases, shapes, false, base, "the preset");
     if (!ok) printf("%s: the preset fails its check; nothing to tune from\n", f->name);
   }
   for (int i = 0; ok && i < n; i++) {
@@ -181,6 +198,17 @@ static bool tune_family(tuner *t, const family *f) {
     const knob *kb = &f->knobs[q][k];
     const int was = value_of(t, kb->param);
     int keep = was;
+    bool applies = !kb->needs;
+    for (int i = 0; !applies && i < n; i++) {
+      const char *kernels = f->ops->kernels(cases[i]);
+      applies = kernels && strstr(kernels, kb->needs);
+    }
+    if (!applies) {
+      for (int c = 0; c < kb->n; c++) t->done += kb->values[c] != was;
+      printf("  %s: not tuned (no shape runs the %s kernels)", kb->param, kb->needs);
+      print_eta(t);
+      continue;
+    }
     for (int c = 0; c < kb->n; c++) {
       const int v = kb->values[c];
       if (v == was) continue;
@@ -192,13 +220,15 @@ static bool tune_family(tuner *t, const family *f) {
         print_eta(t);
         continue;
       }
-      const double score = measure(t, f, cases, shapes, base, now, what);
-      if (!isnan(score)) {
-        printf("  %s: %.3fx the preset's time (best so far %.3fx)", what, score, best);
-        print_eta(t);
-      }
-      if (!isnan(score) && score < best * (1.0 - KEEP_MARGIN)) best = score, keep = v;
-      clattn_context_set_tuning(t->env.ctx, kb->param, was);
+      /* the candidate (checked), then the best so far again: drift between them cancels */
+      bool fine = measure(t, f, cases, shapes, true, now, what);
+      clattn_context_set_tuning(t->env.ctx, kb->param, keep);
+      fine = fine && measure(t, f, cases, shapes, false, ref, "the best so far");
+      if (!fine) continue;
+      const double ratio = mean_ratio(now, ref, n);
+      printf("  %s: %.3fx the best so far's time (which is %.3fx the preset's)", what, ratio, best);
+      print_eta(t);
+      if (ratio < 1.0 - KEEP_MARGIN) best *= ratio, keep = v;
     }
     clattn_context_set_tuning(t->env.ctx, kb->param, keep);
     if (keep != was) printf("  -> %s=%d (was %d)\n", kb->param, keep, was);
@@ -210,10 +240,10 @@ static bool tune_family(tuner *t, const family *f) {
     for (size_t i = 0; ok && i < clattn_tuning_count(); i++) mine[i] = clattn_context_tuning_value(t->env.ctx, i);
     for (size_t i = 0; ok && i < clattn_tuning_count(); i++)
       clattn_context_set_tuning(t->env.ctx, clattn_tuning_name(i), start[i]);
-    ok = ok && !isnan(measure(t, f, cases, shapes, NULL, base, "the preset"));
+    ok = ok && measure(t, f, cases, shapes, false, base, "the preset");
     for (size_t i = 0; ok && i < clattn_tuning_count(); i++)
       clattn_context_set_tuning(t->env.ctx, clattn_tuning_name(i), mine[i]);
-    ok = ok && !isnan(measure(t, f, cases, shapes, NULL, chosen, "the chosen values"));
+    ok = ok && measure(t, f, cases, shapes, false, chosen, "the chosen values");
     printf("%s: the preset against the chosen values (ms, device, cold L2):\n", f->name);
     double ratio = 0.0;
     for (int i = 0; ok && i < n; i++) {
@@ -236,6 +266,7 @@ static bool tune_family(tuner *t, const family *f) {
   free(shapes);
   free(base);
   free(now);
+  free(ref);
   free(start);
   return ok;
 }
