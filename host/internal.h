@@ -126,7 +126,8 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
  * speed does. */
 #define CLATTN_TUNING_PARAMS(X)                                                                  \
   /* decode (split-K partial and reduce) */                                                      \
-  X(decode_wg, 8, 1024, 1, "portable decode: work-items per group = keys per tile")              \
+  /* (groups of at most 256: the decode kernels' registers cap them there on sm_90) */       \
+  X(decode_wg, 8, 256, 1, "portable decode: work-items per group = keys per tile")               \
   X(decode_splits_per_cu, 1, 64, 0, "work-groups per compute unit the split count aims at")      \
   X(decode_min_keys_per_split, 1, 1 << 20, 0, "fewest keys per split")                           \
   X(decode_max_splits, 1, 65536, 0, "most splits the planner chooses")                           \
@@ -137,7 +138,7 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(decode_mma_splits_per_cu, 0, 64, 0, "its split target (0: decode_splits_per_cu)")            \
   X(decode_mma_min_keys, 0, 1 << 20, 0, "its fewest keys per split (0: decode_min_keys_per_split)") \
   X(decode_mma_blocks, 0, 4, 0, "its 16-key blocks in flight per warp (0: 1)")                    \
-  X(decode_mma_wg, 0, 1024, 1, "tensor cores, float K/V: work-items per group (0: decode_wg)")   \
+  X(decode_mma_wg, 0, 256, 1, "tensor cores, float K/V: work-items per group (0: decode_wg)")   \
   X(decode_mma_int4_wg, 0, 1024, 1, "int4 on tensor cores: work-items per group (0: decode_wg)")  \
   X(decode_mma_int4_stages, 0, 6, 0, "int4: a ring of this many blocks per warp (0: none)")       \
   X(decode_mma_int4_heads, 0, 8, 1, "int4 token rows: up to this many KV heads per group (0: off)") \
@@ -146,7 +147,6 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(decode_mma_fp8_wg, 0, 1024, 1, "fp8 on tensor cores: work-items per group (0: decode_wg)")    \
   X(decode_mma_fp8_stages, 0, 6, 0, "fp8: a ring of this many blocks per warp (0: none)")         \
   X(decode_merge_last, 0, 4096, 0, "most splits a row block's last work-group merges: one launch (0: never)") \
-  /* (at most 256: the tensor-core kernel's registers cap its groups there on sm_90) */      \
   X(decode_mma_small_wg, 0, 256, 1, "tensor cores, float K/V, groups <= units / 8: work-items per group (0: off)") \
   /* merge */                                                                                    \
   X(merge_wg, 1, 1024, 1, "merge: work-items per group")                                         \

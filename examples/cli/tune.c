@@ -84,7 +84,7 @@ static const cli_decode_shape decode_quick_shapes[] = {
 #define TC "tensor cores"
 #define PORT "portable"
 static const knob decode_knobs[] = {
-    {"decode_wg", 4, {64, 128, 256, 512}, PORT},
+    {"decode_wg", 3, {64, 128, 256}, PORT},
     {"decode_lane_keys", 2, {0, 1}, PORT},
     {"decode_kstage", 2, {0, 1}, PORT},
     {"decode_splits_per_cu", 4, {1, 2, 4, 8}, NULL},
