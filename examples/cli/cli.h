@@ -102,6 +102,30 @@ void cli_decode_case_free(cli_decode_case *c);
 /* Which kernels decode runs for the case now (clattn_decode_kernels). */
 const char *cli_decode_case_kernels(cli_decode_case *c);
 
+/* A quantize + dequantize case (quant.c): the tuner's cases of family quant,
+ * checked against the reference codecs, timed as the sum of both kernels. */
+typedef struct cli_quant_shape {
+  int rows, heads, head_dim;
+  const char *kv_dtype, *dtype;
+} cli_quant_shape;
+typedef struct cli_quant_case cli_quant_case;
+cli_quant_case *cli_quant_case_new(cli_env *env, const cli_quant_shape *shape);
+bool cli_quant_case_check(cli_quant_case *c, char *why, size_t n);
+double cli_quant_case_time(cli_quant_case *c, int warmup, int repeat);
+void cli_quant_case_free(cli_quant_case *c);
+
+/* A merge case (merge.c): n partial states of [batch, 1, heads, head_dim]
+ * in separate buffers, checked against the double reference. */
+typedef struct cli_merge_shape {
+  int n, batch, heads, head_dim;
+  const char *dtype;
+} cli_merge_shape;
+typedef struct cli_merge_case cli_merge_case;
+cli_merge_case *cli_merge_case_new(cli_env *env, const cli_merge_shape *shape);
+bool cli_merge_case_check(cli_merge_case *c, char *why, size_t n);
+double cli_merge_case_time(cli_merge_case *c, int warmup, int repeat);
+void cli_merge_case_free(cli_merge_case *c);
+
 /* Subcommands: each returns the process exit code (0 ok, 1 check failed or
  * runtime error, 2 bad usage). */
 int cli_devices(int argc, char **argv);

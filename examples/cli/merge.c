@@ -111,6 +111,7 @@ static double max_err(const double *got, const double *want, size_t n, double to
 typedef struct mrun {
   const opts *o;
   cli_env env;
+  bool borrowed_env; /* the tuner's: not closed with the run */
   clattn_dtype pdt, odt;
   int R, D;
   cl_mem *po, *pl, stack_o, stack_l, out_o, out_l, ws;
@@ -231,7 +232,7 @@ static void merge_teardown(mrun *r) {
     if (single[i]) clReleaseMemObject(single[i]);
   free(r->po), free(r->pl), free(r->to), free(r->tl);
   free(r->dpo), free(r->dpl), free(r->tdo), free(r->tdl);
-  cli_close(&r->env);
+  if (!r->borrowed_env) cli_close(&r->env);
 }
 
 /* Reads the parts back (the values the device merged) and checks the
@@ -382,6 +383,63 @@ done:
   merge_teardown(r);
   free(r);
   return rc;
+}
+
+/* ------------------------------------------------------------------ the tuner's cases (tune.c) */
+
+struct cli_merge_case {
+  opts o;
+  mrun r;
+  timer t;
+};
+
+cli_merge_case *cli_merge_case_new(cli_env *env, const cli_merge_shape *sh) {
+  cli_merge_case *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->o = (opts){.n = sh->n, .batch = sh->batch, .m = 1, .heads = sh->heads, .head_dim = sh->head_dim,
+                .seed = 1, .dtype = sh->dtype, .out_dtype = sh->dtype, .no_lse = false};
+  mrun *r = &c->r;
+  r->o = &c->o;
+  r->env = *env;
+  r->borrowed_env = true;
+  int g;
+  if (!cli_dtype(sh->dtype, &r->pdt, &g) || r->pdt > CLATTN_BF16) {
+    fprintf(stderr, "clattn tune: bad merge dtype %s\n", sh->dtype);
+    free(c);
+    return NULL;
+  }
+  r->odt = r->pdt;
+  if (!merge_setup(r) || !timer_init(&c->t, &r->env, false)) {
+    cli_merge_case_free(c);
+    return NULL;
+  }
+  return c;
+}
+
+bool cli_merge_case_check(cli_merge_case *c, char *why, size_t n) {
+  mrun *r = &c->r;
+  clattn_status s = clattn_merge(r->env.ctx, r->env.queue, &r->p, 0, NULL, NULL);
+  if (s == CLATTN_SUCCESS && clFinish(r->env.queue) != CL_SUCCESS) s = CLATTN_OPENCL_ERROR;
+  if (s != CLATTN_SUCCESS)
+    return snprintf(why, n, "%s: %s", clattn_status_string(s), clattn_last_error()), false;
+  double eo = 0, el = 0, eg = 0;
+  size_t bad = 0;
+  if (!merge_check(r, &eo, &el, &eg, &bad)) return snprintf(why, n, "the check could not run"), false;
+  if (bad) snprintf(why, n, "%zu values out of tolerance (max error %.3g in o, %.3g in lse)", bad, eo, el);
+  return bad == 0;
+}
+
+double cli_merge_case_time(cli_merge_case *c, int warmup, int repeat) {
+  c->o.warmup = warmup;
+  c->o.repeat = repeat;
+  return time_device(&c->t, enq_merge, &c->r, &c->o, "merge");
+}
+
+void cli_merge_case_free(cli_merge_case *c) {
+  if (!c) return;
+  timer_free(&c->t);
+  merge_teardown(&c->r);
+  free(c);
 }
 
 /* ------------------------------------------------------------------ split decode */

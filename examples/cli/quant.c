@@ -29,6 +29,7 @@ typedef struct opts {
 typedef struct run {
   opts o;
   cli_env env;
+  bool borrowed_env; /* the tuner's: not closed with the run */
   clattn_dtype kvdt, fdt;
   int groups, X;
   cl_mem src, cache, ss, out;
@@ -161,8 +162,33 @@ static void release(run *r) {
   if (r->cache) clReleaseMemObject(r->cache);
   if (r->ss) clReleaseMemObject(r->ss);
   if (r->out) clReleaseMemObject(r->out);
-  cli_close(&r->env);
+  if (!r->borrowed_env) cli_close(&r->env);
   free(r);
+}
+
+/* The rows, the cache and the params of both operations; false after
+ * printing the error. */
+static bool setup(run *r) {
+  const opts *o = &r->o;
+  const bool fp8 = r->kvdt != CLATTN_INT4;
+  const int N = o->rows, H = o->heads, D = o->head_dim;
+  const size_t n = (size_t)N * H * D, fsz = clattn_dtype_size(r->fdt);
+  r->src = cli_buffer(&r->env, n * fsz, "the rows");
+  r->out = cli_buffer(&r->env, n * fsz, "the output");
+  r->cache = cli_buffer(&r->env, (size_t)N * H * r->X * 4, "the cache");
+  if (fp8) r->ss = cli_buffer(&r->env, (size_t)N * H * 4, "the scale-shift words");
+  if (!r->src || !r->out || !r->cache || (fp8 && !r->ss) ||
+      !cli_fill_random(&r->env, r->src, r->fdt, 0, n, (uint64_t)o->seed, 1.0f))
+    return false;
+  r->q.src = clattn_tensor_4d(r->src, 0, r->fdt, 1, N, H, D);
+  r->q.cache = clattn_tensor_4d(r->cache, 0, r->kvdt, 1, N, H, r->X);
+  if (fp8) r->q.maybe_scale_shift = clattn_tensor_3d(r->ss, 0, CLATTN_I32, 1, N, H);
+  r->q.kv_groups = r->groups;
+  r->d.cache = r->q.cache;
+  r->d.maybe_scale_shift = r->q.maybe_scale_shift;
+  r->d.out = clattn_tensor_4d(r->out, 0, r->fdt, 1, N, H, D);
+  r->d.kv_groups = r->groups;
+  return true;
 }
 
 int cli_run_quant(int argc, char **argv) {
@@ -223,23 +249,10 @@ int cli_run_quant(int argc, char **argv) {
   const bool fp8 = r->kvdt != CLATTN_INT4, human = !o->json;
   const int N = o->rows, H = o->heads, D = o->head_dim;
   const size_t n = (size_t)N * H * D, fsz = clattn_dtype_size(r->fdt);
-  r->src = cli_buffer(&r->env, n * fsz, "the rows");
-  r->out = cli_buffer(&r->env, n * fsz, "the output");
-  r->cache = cli_buffer(&r->env, (size_t)N * H * r->X * 4, "the cache");
-  if (fp8) r->ss = cli_buffer(&r->env, (size_t)N * H * 4, "the scale-shift words");
-  if (!r->src || !r->out || !r->cache || (fp8 && !r->ss) ||
-      !cli_fill_random(&r->env, r->src, r->fdt, 0, n, (uint64_t)o->seed, 1.0f)) {
+  if (!setup(r)) {
     release(r);
     return 1;
   }
-  r->q.src = clattn_tensor_4d(r->src, 0, r->fdt, 1, N, H, D);
-  r->q.cache = clattn_tensor_4d(r->cache, 0, r->kvdt, 1, N, H, r->X);
-  if (fp8) r->q.maybe_scale_shift = clattn_tensor_3d(r->ss, 0, CLATTN_I32, 1, N, H);
-  r->q.kv_groups = r->groups;
-  r->d.cache = r->q.cache;
-  r->d.maybe_scale_shift = r->q.maybe_scale_shift;
-  r->d.out = clattn_tensor_4d(r->out, 0, r->fdt, 1, N, H, D);
-  r->d.kv_groups = r->groups;
 
   if (human)
     printf("device: %s (%s), arch %s\nquant: %s cache, %d rows x %d heads x D=%d, %s rows\n",
@@ -295,4 +308,59 @@ int cli_run_quant(int argc, char **argv) {
   }
   release(r);
   return failed ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------ the tuner's cases (tune.c) */
+
+struct cli_quant_case {
+  run *r;
+};
+
+cli_quant_case *cli_quant_case_new(cli_env *env, const cli_quant_shape *sh) {
+  cli_quant_case *c = calloc(1, sizeof *c);
+  run *r = c ? calloc(1, sizeof *r) : NULL;
+  if (!r) return free(c), NULL;
+  c->r = r;
+  r->o = (opts){.rows = sh->rows, .heads = sh->heads, .head_dim = sh->head_dim, .seed = 1,
+                .kv_dtype = sh->kv_dtype, .dtype = sh->dtype};
+  r->env = *env;
+  r->borrowed_env = true;
+  int g = 1;
+  const bool dt_ok = cli_dtype(sh->kv_dtype, &r->kvdt, &r->groups) && r->kvdt >= CLATTN_INT4 &&
+                     cli_dtype(sh->dtype, &r->fdt, &g) && r->fdt <= CLATTN_BF16;
+  r->X = dt_ok ? (int)clattn_kv_row_size(r->kvdt, sh->head_dim, r->groups) : 0;
+  if (!r->X || !setup(r)) {
+    if (!r->X) fprintf(stderr, "clattn tune: bad quant shape\n");
+    cli_quant_case_free(c);
+    return NULL;
+  }
+  return c;
+}
+
+bool cli_quant_case_check(cli_quant_case *c, char *why, size_t n) {
+  run *r = c->r;
+  clattn_status s = do_quantize(r, NULL);
+  if (s == CLATTN_SUCCESS) s = do_dequantize(r, NULL);
+  if (s == CLATTN_SUCCESS && clFinish(r->env.queue) != CL_SUCCESS) s = CLATTN_OPENCL_ERROR;
+  if (s != CLATTN_SUCCESS)
+    return snprintf(why, n, "%s: %s", clattn_status_string(s), clattn_last_error()), false;
+  check k;
+  if (!run_check(r, &k)) return snprintf(why, n, "the check could not run"), false;
+  const bool ok = !k.bad_words && !k.bad_values && !k.over_bound;
+  if (!ok) snprintf(why, n, "%zu words, %zu values differ; first %s", k.bad_words, k.bad_values, k.first);
+  return ok;
+}
+
+double cli_quant_case_time(cli_quant_case *c, int warmup, int repeat) {
+  run *r = c->r;
+  r->o.warmup = warmup;
+  r->o.repeat = repeat;
+  const double tq = time_op(r, do_quantize, "quantize");
+  return isnan(tq) ? NAN : tq + time_op(r, do_dequantize, "dequantize");
+}
+
+void cli_quant_case_free(cli_quant_case *c) {
+  if (!c) return;
+  if (c->r) release(c->r);
+  free(c);
 }

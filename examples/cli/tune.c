@@ -105,10 +105,59 @@ static const knob decode_quick_knobs[] = {
     {"decode_min_keys_per_split", 2, {32, 256}, NULL},
 };
 
+/* ------------------------------------------------------------------ merge and quant */
+
+static void *merge_make(cli_env *env, const void *shape) { return cli_merge_case_new(env, shape); }
+static bool merge_check(void *c, char *why, size_t n) { return cli_merge_case_check(c, why, n); }
+static double merge_time(void *c, int warmup, int repeat) { return cli_merge_case_time(c, warmup, repeat); }
+static void merge_release(void *c) { cli_merge_case_free(c); }
+static void merge_describe(const void *shape, char *buf, size_t n) {
+  const cli_merge_shape *s = shape;
+  snprintf(buf, n, "merge n=%d B=%d H=%d D=%d %s", s->n, s->batch, s->heads, s->head_dim, s->dtype);
+}
+static const char *no_kernels(void *c) { return (void)c, NULL; }
+static const case_ops merge_ops = {merge_make,    merge_check,    merge_time,
+                                   merge_release, merge_describe, no_kernels};
+/* a cascade's few big parts, and a split decode's many small ones */
+static const cli_merge_shape merge_shapes[] = {
+    {.n = 4, .batch = 64, .heads = 32, .head_dim = 128, .dtype = "f32"},
+    {.n = 16, .batch = 8, .heads = 32, .head_dim = 128, .dtype = "f32"},
+};
+static const cli_merge_shape merge_quick_shapes[] = {{.n = 3, .batch = 2, .heads = 4, .head_dim = 64, .dtype = "f32"}};
+static const knob merge_knobs[] = {{"merge_wg", 4, {32, 64, 128, 256}, NULL}};
+static const knob merge_quick_knobs[] = {{"merge_wg", 2, {32, 128}, NULL}};
+
+static void *quant_make(cli_env *env, const void *shape) { return cli_quant_case_new(env, shape); }
+static bool quant_check(void *c, char *why, size_t n) { return cli_quant_case_check(c, why, n); }
+static double quant_time(void *c, int warmup, int repeat) { return cli_quant_case_time(c, warmup, repeat); }
+static void quant_release(void *c) { cli_quant_case_free(c); }
+static void quant_describe(const void *shape, char *buf, size_t n) {
+  const cli_quant_shape *s = shape;
+  snprintf(buf, n, "quantize+dequantize %d rows x %d heads D=%d %s/%s", s->rows, s->heads, s->head_dim,
+           s->dtype, s->kv_dtype);
+}
+static const case_ops quant_ops = {quant_make,    quant_check,    quant_time,
+                                   quant_release, quant_describe, no_kernels};
+static const cli_quant_shape quant_shapes[] = {
+    {.rows = 65536, .heads = 8, .head_dim = 128, .kv_dtype = "int4", .dtype = "f16"},
+    {.rows = 65536, .heads = 8, .head_dim = 128, .kv_dtype = "fp8", .dtype = "f16"},
+};
+static const cli_quant_shape quant_quick_shapes[] = {
+    {.rows = 256, .heads = 2, .head_dim = 64, .kv_dtype = "int4", .dtype = "f16"},
+};
+static const knob quant_knobs[] = {{"quant_wg", 4, {64, 128, 256, 512}, NULL}};
+static const knob quant_quick_knobs[] = {{"quant_wg", 2, {32, 128}, NULL}};
+
 #define N(a) ((int)(sizeof a / sizeof a[0]))
 static const family families[] = {
     {"decode", &decode_ops, sizeof(cli_decode_shape), {decode_shapes, decode_quick_shapes}, {N(decode_shapes), N(decode_quick_shapes)},
      {decode_knobs, decode_quick_knobs}, {N(decode_knobs), N(decode_quick_knobs)}},
+    {"merge", &merge_ops, sizeof(cli_merge_shape), {merge_shapes, merge_quick_shapes},
+     {N(merge_shapes), N(merge_quick_shapes)}, {merge_knobs, merge_quick_knobs},
+     {N(merge_knobs), N(merge_quick_knobs)}},
+    {"quant", &quant_ops, sizeof(cli_quant_shape), {quant_shapes, quant_quick_shapes},
+     {N(quant_shapes), N(quant_quick_shapes)}, {quant_knobs, quant_quick_knobs},
+     {N(quant_knobs), N(quant_quick_knobs)}},
 };
 
 /* ------------------------------------------------------------------ the search */
@@ -281,7 +330,9 @@ static const char *usage =
     "dropped. Parameters are tried one at a time from the values the device has now (its\n"
     "table row and any override file); a value is kept when it is at least 2% faster on\n"
     "the mean of the shapes. With CLATTN_PORTABLE=1 the portable kernels are tuned.\n"
-    "Families: decode (all: every family). --quick: small shapes and a few candidates.\n"
+    "Families: decode (the split plan and the kernels' shape), merge, quant (the K/V\n"
+    "cache kernels); all: each in turn. ReRoPE's parameters are not tuned yet.\n"
+    "--quick: small shapes and a few candidates.\n"
     "\n"
     "example: clattn tune --family decode";
 
@@ -290,7 +341,7 @@ int cli_tune(int argc, char **argv) {
   bool quick = false, dry = false;
   int repeat = 0;
   cli_flag flags[] = {
-      {"family", FLAG_STR, &fam, "decode or all"},
+      {"family", FLAG_STR, &fam, "decode, merge, quant or all"},
       {"device", FLAG_STR, &device, "device index or name substring (default $CLATTN_DEVICE)"},
       {"quick", FLAG_BOOL, &quick, "small shapes and a few candidates (a check that the tuner works)"},
       {"repeat", FLAG_INT, &repeat, "timed runs per shape and candidate (0: 10, --quick 3)"},
@@ -303,7 +354,7 @@ int cli_tune(int argc, char **argv) {
   for (int i = 0; i < N(families); i++) any = any || strcmp(fam, families[i].name) == 0;
   if (!any || repeat < 0) {
     fprintf(stderr, "clattn tune: %s (see --help)\n",
-            repeat < 0 ? "--repeat must be at least 0" : "--family: decode or all");
+            repeat < 0 ? "--repeat must be at least 0" : "--family: decode, merge, quant or all");
     return 2;
   }
   tuner t = {.quick = quick, .warmup = quick ? 1 : 2, .repeat = repeat ? repeat : quick ? 3 : 10};
