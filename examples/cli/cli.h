@@ -126,6 +126,20 @@ bool cli_merge_case_check(cli_merge_case *c, char *why, size_t n);
 double cli_merge_case_time(cli_merge_case *c, int warmup, int repeat);
 void cli_merge_case_free(cli_merge_case *c);
 
+/* A ReRoPE forward case (rerope.c): Z = 1, Nq = Nk = n, checked against the
+ * double reference (in full when small, else on sampled rows). */
+typedef struct cli_rerope_shape {
+  int heads, kv_heads, n, head_dim, window; /* kv_heads 0: heads */
+  const char *dtype;
+  bool causal;
+} cli_rerope_shape;
+typedef struct cli_rerope_case cli_rerope_case;
+cli_rerope_case *cli_rerope_case_new(cli_env *env, const cli_rerope_shape *shape);
+bool cli_rerope_case_check(cli_rerope_case *c, char *why, size_t n);
+double cli_rerope_case_time(cli_rerope_case *c, int warmup, int repeat);
+const char *cli_rerope_case_kernels(cli_rerope_case *c); /* clattn_rerope_kernels */
+void cli_rerope_case_free(cli_rerope_case *c);
+
 /* Subcommands: each returns the process exit code (0 ok, 1 check failed or
  * runtime error, 2 bad usage). */
 int cli_devices(int argc, char **argv);

@@ -35,6 +35,7 @@ static const char *tname[NT] = {"q1",   "q2",  "k1",  "k2",  "v",   "o",
 typedef struct run {
   opts o;
   cli_env env;
+  bool borrowed_env; /* the tuner's: not closed with the run */
   clattn_dtype dt;
   int Z, Hq, Hkv, Nq, Nk, D;
   cl_mem buf[NT], lse, ws;
@@ -82,7 +83,7 @@ static void teardown(run *r) {
     if (r->buf[i]) clReleaseMemObject(r->buf[i]);
   if (r->lse) clReleaseMemObject(r->lse);
   if (r->ws) clReleaseMemObject(r->ws);
-  cli_close(&r->env);
+  if (!r->borrowed_env) cli_close(&r->env);
 }
 
 /* ------------------------------------------------------------------ operations */
@@ -187,12 +188,15 @@ static double tolerance(clattn_dtype dt) {
   return dt == CLATTN_F16 ? 8.0 / 2048 : dt == CLATTN_BF16 ? 8.0 / 256 : 1e-4;
 }
 
+/* The tuner's checks print only what fails. */
+static bool quiet_checks;
+
 static bool report(const char *what, const double *got, const double *want, size_t n,
                    clattn_dtype dt) {
   double scale = 0.0;
   const double e = max_err(got, want, n, &scale);
   const bool ok = e <= tolerance(dt) * (scale + 1e-3);
-  printf("  check %-4s max |err| %.3g (max |ref| %.3g)%s\n", what, e, scale, ok ? "" : "  FAILED");
+  if (!ok || !quiet_checks) printf("  check %-4s max |err| %.3g (max |ref| %.3g)%s\n", what, e, scale, ok ? "" : "  FAILED");
   return ok;
 }
 
@@ -339,7 +343,7 @@ static bool check_rows(run *r, double scale) {
   }
   if (ok) {
     const bool good = worst_o <= tolerance(r->dt) * (scale_o + 1e-3) && worst_l <= 1e-3;
-    printf("  check o, lse on %d sampled rows of 2 heads: max |err| %.3g (max |ref| %.3g), lse "
+    if (!good || !quiet_checks) printf("  check o, lse on %d sampled rows of 2 heads: max |err| %.3g (max |ref| %.3g), lse "
            "%.3g%s\n",
            nr, worst_o, scale_o, worst_l, good ? "" : "  FAILED");
     ok = good;
@@ -466,4 +470,65 @@ int cli_run_rerope(int argc, char **argv) {
 done:
   teardown(&r);
   return rc;
+}
+
+/* ------------------------------------------------------------------ the tuner's cases (tune.c) */
+
+struct cli_rerope_case {
+  run r;
+};
+
+cli_rerope_case *cli_rerope_case_new(cli_env *env, const cli_rerope_shape *sh) {
+  cli_rerope_case *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  run *r = &c->r;
+  r->o = (opts){.z = 1, .heads = sh->heads, .kv_heads = sh->kv_heads, .n = sh->n, .head_dim = sh->head_dim,
+                .window = sh->window, .seed = 1, .dtype = sh->dtype, .ref_limit = 2e9,
+                .causal = sh->causal};
+  r->env = *env;
+  r->borrowed_env = true;
+  int g = 1;
+  if (!cli_dtype(sh->dtype, &r->dt, &g) || r->dt > CLATTN_BF16) {
+    fprintf(stderr, "clattn tune: bad rerope dtype %s\n", sh->dtype);
+    free(c);
+    return NULL;
+  }
+  r->Z = 1, r->Hq = sh->heads, r->Hkv = sh->kv_heads ? sh->kv_heads : sh->heads;
+  r->Nq = r->Nk = sh->n, r->D = sh->head_dim;
+  if (!setup(r)) {
+    cli_rerope_case_free(c);
+    return NULL;
+  }
+  return c;
+}
+
+bool cli_rerope_case_check(cli_rerope_case *c, char *why, size_t n) {
+  run *r = &c->r;
+  cl_event ev = NULL;
+  clattn_status s = fwd(r, &ev);
+  if (ev) clReleaseEvent(ev);
+  if (s == CLATTN_SUCCESS && clFinish(r->env.queue) != CL_SUCCESS) s = CLATTN_OPENCL_ERROR;
+  if (s != CLATTN_SUCCESS)
+    return snprintf(why, n, "%s: %s", clattn_status_string(s), clattn_last_error()), false;
+  const double scale = 1.0 / sqrt((double)r->D);
+  const double macs = (double)r->Z * r->Hq * r->Nq * r->Nk * r->D;
+  quiet_checks = true;
+  const bool ok = macs <= r->o.ref_limit ? check_full(r, scale) : check_rows(r, scale);
+  quiet_checks = false;
+  if (!ok) snprintf(why, n, "the forward is out of tolerance (above)");
+  return ok;
+}
+
+double cli_rerope_case_time(cli_rerope_case *c, int warmup, int repeat) {
+  c->r.o.warmup = warmup;
+  c->r.o.repeat = repeat;
+  return time_op(&c->r, fwd, "rerope fwd");
+}
+
+const char *cli_rerope_case_kernels(cli_rerope_case *c) { return path_name(&c->r, 0); }
+
+void cli_rerope_case_free(cli_rerope_case *c) {
+  if (!c) return;
+  teardown(&c->r);
+  free(c);
 }

@@ -148,6 +148,37 @@ static const cli_quant_shape quant_quick_shapes[] = {
 static const knob quant_knobs[] = {{"quant_wg", 4, {64, 128, 256, 512}, NULL}};
 static const knob quant_quick_knobs[] = {{"quant_wg", 2, {32, 128}, NULL}};
 
+/* ------------------------------------------------------------------ rerope (forward) */
+
+static void *rerope_make(cli_env *env, const void *shape) { return cli_rerope_case_new(env, shape); }
+static bool rerope_check(void *c, char *why, size_t n) { return cli_rerope_case_check(c, why, n); }
+static double rerope_time(void *c, int warmup, int repeat) { return cli_rerope_case_time(c, warmup, repeat); }
+static void rerope_release(void *c) { cli_rerope_case_free(c); }
+static const char *rerope_kernels(void *c) { return cli_rerope_case_kernels(c); }
+static void rerope_describe(const void *shape, char *buf, size_t n) {
+  const cli_rerope_shape *s = shape;
+  snprintf(buf, n, "rerope fwd H=%d N=%d D=%d W=%d %s%s", s->heads, s->n, s->head_dim, s->window,
+           s->dtype, s->causal ? " causal" : "");
+}
+static const case_ops rerope_ops = {rerope_make,    rerope_check,    rerope_time,
+                                    rerope_release, rerope_describe, rerope_kernels};
+static const cli_rerope_shape rerope_shapes[] = {
+    {.heads = 32, .n = 4096, .head_dim = 64, .window = 1024, .dtype = "f16", .causal = true},
+    {.heads = 32, .n = 4096, .head_dim = 128, .window = 1024, .dtype = "f16"},
+};
+static const cli_rerope_shape rerope_quick_shapes[] = {
+    {.heads = 2, .n = 96, .head_dim = 32, .window = 17, .dtype = "f16", .causal = true},
+};
+static const knob rerope_knobs[] = {
+    {"rerope_block_m", 3, {16, 32, 64}, "portable"},
+    {"rerope_block_n", 3, {16, 32, 64}, "portable"},
+    {"rerope_wg", 3, {64, 128, 256}, NULL},
+    {"rerope_mma_block_n", 2, {32, 64}, "tensor cores"},
+    {"rerope_stages", 2, {2, 3}, "tensor cores"},
+    {"rerope_warp_blocks", 2, {1, 2}, "tensor cores"},
+};
+static const knob rerope_quick_knobs[] = {{"rerope_block_n", 2, {8, 32}, "portable"}};
+
 #define N(a) ((int)(sizeof a / sizeof a[0]))
 static const family families[] = {
     {"decode", &decode_ops, sizeof(cli_decode_shape), {decode_shapes, decode_quick_shapes}, {N(decode_shapes), N(decode_quick_shapes)},
@@ -155,6 +186,9 @@ static const family families[] = {
     {"merge", &merge_ops, sizeof(cli_merge_shape), {merge_shapes, merge_quick_shapes},
      {N(merge_shapes), N(merge_quick_shapes)}, {merge_knobs, merge_quick_knobs},
      {N(merge_knobs), N(merge_quick_knobs)}},
+    {"rerope", &rerope_ops, sizeof(cli_rerope_shape), {rerope_shapes, rerope_quick_shapes},
+     {N(rerope_shapes), N(rerope_quick_shapes)}, {rerope_knobs, rerope_quick_knobs},
+     {N(rerope_knobs), N(rerope_quick_knobs)}},
     {"quant", &quant_ops, sizeof(cli_quant_shape), {quant_shapes, quant_quick_shapes},
      {N(quant_shapes), N(quant_quick_shapes)}, {quant_knobs, quant_quick_knobs},
      {N(quant_knobs), N(quant_quick_knobs)}},
@@ -293,7 +327,7 @@ static bool tune_family(tuner *t, const family *f) {
     for (size_t i = 0; ok && i < clattn_tuning_count(); i++)
       clattn_context_set_tuning(t->env.ctx, clattn_tuning_name(i), mine[i]);
     ok = ok && measure(t, f, cases, shapes, false, chosen, "the chosen values");
-    printf("%s: the preset against the chosen values (ms, device, cold L2):\n", f->name);
+    printf("%s: the preset against the chosen values (ms of device time):\n", f->name);
     double ratio = 0.0;
     for (int i = 0; ok && i < n; i++) {
       f->ops->describe(shapes[i], name, sizeof name);
@@ -330,8 +364,8 @@ static const char *usage =
     "dropped. Parameters are tried one at a time from the values the device has now (its\n"
     "table row and any override file); a value is kept when it is at least 2% faster on\n"
     "the mean of the shapes. With CLATTN_PORTABLE=1 the portable kernels are tuned.\n"
-    "Families: decode (the split plan and the kernels' shape), merge, quant (the K/V\n"
-    "cache kernels); all: each in turn. ReRoPE's parameters are not tuned yet.\n"
+    "Families: decode (the split plan and the kernels' shape), merge, rerope (the\n"
+    "forward's tiles), quant (the K/V cache kernels); all: each in turn.\n"
     "--quick: small shapes and a few candidates.\n"
     "\n"
     "example: clattn tune --family decode";
@@ -341,7 +375,7 @@ int cli_tune(int argc, char **argv) {
   bool quick = false, dry = false;
   int repeat = 0;
   cli_flag flags[] = {
-      {"family", FLAG_STR, &fam, "decode, merge, quant or all"},
+      {"family", FLAG_STR, &fam, "decode, merge, rerope, quant or all"},
       {"device", FLAG_STR, &device, "device index or name substring (default $CLATTN_DEVICE)"},
       {"quick", FLAG_BOOL, &quick, "small shapes and a few candidates (a check that the tuner works)"},
       {"repeat", FLAG_INT, &repeat, "timed runs per shape and candidate (0: 10, --quick 3)"},
