@@ -45,9 +45,9 @@ typedef struct family {
   const char *name;
   const case_ops *ops;
   size_t shape_size;
-  const void *shapes[2]; /* [0] full, [1] --quick */
-  int nshapes[2];
-  const knob *knobs[2];
+  const void *shapes[3]; /* by shape set: a GPU's, --quick, a CPU's */
+  int nshapes[3];
+  const knob *knobs[2]; /* [0] full, [1] --quick */
   int nknobs[2];
 } family;
 
@@ -74,6 +74,11 @@ static const cli_decode_shape decode_shapes[] = {
     {.batch = 64, .q_len = 1, .heads = 32, .kv_heads = 8, .head_dim = 128, .ctx = 4096, .dtype = "f16"},
     {.batch = 64, .q_len = 1, .heads = 32, .kv_heads = 8, .head_dim = 128, .ctx = 32768, .dtype = "f16"},
 };
+/* a CPU's: issue #22's PoCL shape and a long single sequence */
+static const cli_decode_shape decode_cpu_shapes[] = {
+    {.batch = 8, .q_len = 1, .heads = 32, .kv_heads = 8, .head_dim = 128, .ctx = 8192, .dtype = "f16"},
+    {.batch = 1, .q_len = 1, .heads = 32, .kv_heads = 8, .head_dim = 128, .ctx = 32768, .dtype = "f16"},
+};
 static const cli_decode_shape decode_quick_shapes[] = {
     {.batch = 2, .q_len = 1, .heads = 8, .kv_heads = 2, .head_dim = 64, .ctx = 512, .dtype = "f16"},
     {.batch = 1, .q_len = 1, .heads = 8, .kv_heads = 2, .head_dim = 64, .ctx = 2048, .dtype = "f16"},
@@ -84,7 +89,7 @@ static const cli_decode_shape decode_quick_shapes[] = {
 #define TC "tensor cores"
 #define PORT "portable"
 static const knob decode_knobs[] = {
-    {"decode_wg", 3, {64, 128, 256}, PORT},
+    {"decode_wg", 4, {32, 64, 128, 256}, PORT},
     {"decode_lane_keys", 2, {0, 1}, PORT},
     {"decode_kstage", 2, {0, 1}, PORT},
     {"decode_splits_per_cu", 4, {1, 2, 4, 8}, NULL},
@@ -123,6 +128,9 @@ static const cli_merge_shape merge_shapes[] = {
     {.n = 4, .batch = 64, .heads = 32, .head_dim = 128, .dtype = "f32"},
     {.n = 16, .batch = 8, .heads = 32, .head_dim = 128, .dtype = "f32"},
 };
+static const cli_merge_shape merge_cpu_shapes[] = {
+    {.n = 4, .batch = 8, .heads = 32, .head_dim = 128, .dtype = "f32"},
+};
 static const cli_merge_shape merge_quick_shapes[] = {{.n = 3, .batch = 2, .heads = 4, .head_dim = 64, .dtype = "f32"}};
 static const knob merge_knobs[] = {{"merge_wg", 4, {32, 64, 128, 256}, NULL}};
 static const knob merge_quick_knobs[] = {{"merge_wg", 2, {32, 128}, NULL}};
@@ -141,6 +149,9 @@ static const case_ops quant_ops = {quant_make,    quant_check,    quant_time,
 static const cli_quant_shape quant_shapes[] = {
     {.rows = 65536, .heads = 8, .head_dim = 128, .kv_dtype = "int4", .dtype = "f16"},
     {.rows = 65536, .heads = 8, .head_dim = 128, .kv_dtype = "fp8", .dtype = "f16"},
+};
+static const cli_quant_shape quant_cpu_shapes[] = {
+    {.rows = 8192, .heads = 8, .head_dim = 128, .kv_dtype = "int4", .dtype = "f16"},
 };
 static const cli_quant_shape quant_quick_shapes[] = {
     {.rows = 256, .heads = 2, .head_dim = 64, .kv_dtype = "int4", .dtype = "f16"},
@@ -166,6 +177,9 @@ static const cli_rerope_shape rerope_shapes[] = {
     {.heads = 32, .n = 4096, .head_dim = 64, .window = 1024, .dtype = "f16", .causal = true},
     {.heads = 32, .n = 4096, .head_dim = 128, .window = 1024, .dtype = "f16"},
 };
+static const cli_rerope_shape rerope_cpu_shapes[] = {
+    {.heads = 8, .n = 1024, .head_dim = 64, .window = 256, .dtype = "f32", .causal = true},
+};
 static const cli_rerope_shape rerope_quick_shapes[] = {
     {.heads = 2, .n = 96, .head_dim = 32, .window = 17, .dtype = "f16", .causal = true},
 };
@@ -180,25 +194,25 @@ static const knob rerope_knobs[] = {
 static const knob rerope_quick_knobs[] = {{"rerope_block_n", 2, {8, 32}, "portable"}};
 
 #define N(a) ((int)(sizeof a / sizeof a[0]))
+#define SHAPES(f) {f##_shapes, f##_quick_shapes, f##_cpu_shapes}, {N(f##_shapes), N(f##_quick_shapes), N(f##_cpu_shapes)}
+#define KNOBS(f) {f##_knobs, f##_quick_knobs}, {N(f##_knobs), N(f##_quick_knobs)}
 static const family families[] = {
-    {"decode", &decode_ops, sizeof(cli_decode_shape), {decode_shapes, decode_quick_shapes}, {N(decode_shapes), N(decode_quick_shapes)},
-     {decode_knobs, decode_quick_knobs}, {N(decode_knobs), N(decode_quick_knobs)}},
-    {"merge", &merge_ops, sizeof(cli_merge_shape), {merge_shapes, merge_quick_shapes},
-     {N(merge_shapes), N(merge_quick_shapes)}, {merge_knobs, merge_quick_knobs},
-     {N(merge_knobs), N(merge_quick_knobs)}},
-    {"rerope", &rerope_ops, sizeof(cli_rerope_shape), {rerope_shapes, rerope_quick_shapes},
-     {N(rerope_shapes), N(rerope_quick_shapes)}, {rerope_knobs, rerope_quick_knobs},
-     {N(rerope_knobs), N(rerope_quick_knobs)}},
-    {"quant", &quant_ops, sizeof(cli_quant_shape), {quant_shapes, quant_quick_shapes},
-     {N(quant_shapes), N(quant_quick_shapes)}, {quant_knobs, quant_quick_knobs},
-     {N(quant_knobs), N(quant_quick_knobs)}},
+    {"decode", &decode_ops, sizeof(cli_decode_shape), SHAPES(decode), KNOBS(decode)},
+    {"merge", &merge_ops, sizeof(cli_merge_shape), SHAPES(merge), KNOBS(merge)},
+    {"rerope", &rerope_ops, sizeof(cli_rerope_shape), SHAPES(rerope), KNOBS(rerope)},
+    {"quant", &quant_ops, sizeof(cli_quant_shape), SHAPES(quant), KNOBS(quant)},
 };
+#undef SHAPES
+#undef KNOBS
 
 /* ------------------------------------------------------------------ the search */
+
+enum { SHAPES_GPU, SHAPES_QUICK, SHAPES_CPU };
 
 typedef struct tuner {
   cli_env env;
   bool quick;
+  int set; /* the shape set: SHAPES_* */
   int warmup, repeat;
   int *preset; /* the context's values at the start, by parameter index */
   double t0;
@@ -219,7 +233,7 @@ static int value_of(const tuner *t, const char *name) {
  * check or a run fails (reported). */
 static bool measure(tuner *t, const family *f, void **cases, const void *const *shapes, bool check,
                     double *ms, const char *what) {
-  const int n = f->nshapes[t->quick];
+  const int n = f->nshapes[t->set];
   char why[256], name[160];
   for (int i = 0; check && i < n; i++)
     if (!f->ops->check(cases[i], why, sizeof why)) {
@@ -252,7 +266,7 @@ static void print_eta(tuner *t) {
 
 /* One family: every knob in turn; leaves the best values set on the context. */
 static bool tune_family(tuner *t, const family *f) {
-  const int q = t->quick, n = f->nshapes[q];
+  const int q = t->quick, n = f->nshapes[t->set];
   void **cases = calloc((size_t)n, sizeof *cases);
   const void **shapes = calloc((size_t)n, sizeof *shapes);
   double *base = calloc((size_t)n, sizeof *base), *now = calloc((size_t)n, sizeof *now);
@@ -262,7 +276,7 @@ static bool tune_family(tuner *t, const family *f) {
   for (size_t i = 0; ok && i < clattn_tuning_count(); i++) start[i] = clattn_context_tuning_value(t->env.ctx, i);
   char name[160];
   for (int i = 0; ok && i < n; i++) {
-    shapes[i] = (const char *)f->shapes[q] + (size_t)i * f->shape_size;
+    shapes[i] = (const char *)f->shapes[t->set] + (size_t)i * f->shape_size;
     f->ops->describe(shapes[i], name, sizeof name);
     printf("%s: preparing %s\n", f->name, name);
     ok = (cases[i] = f->ops->make(&t->env, shapes[i])) != NULL;
@@ -366,7 +380,7 @@ static const char *usage =
     "the mean of the shapes. With CLATTN_PORTABLE=1 the portable kernels are tuned.\n"
     "Families: decode (the split plan and the kernels' shape), merge, rerope (the\n"
     "forward's tiles), quant (the K/V cache kernels); all: each in turn.\n"
-    "--quick: small shapes and a few candidates.\n"
+    "--quick: small shapes and a few candidates. A CPU device gets smaller shapes.\n"
     "\n"
     "example: clattn tune --family decode";
 
@@ -393,6 +407,8 @@ int cli_tune(int argc, char **argv) {
   }
   tuner t = {.quick = quick, .warmup = quick ? 1 : 2, .repeat = repeat ? repeat : quick ? 3 : 10};
   if (!cli_open(device, &t.env)) return 1;
+  const bool cpu = (t.env.profile.type & CL_DEVICE_TYPE_CPU) != 0;
+  t.set = quick ? SHAPES_QUICK : cpu ? SHAPES_CPU : SHAPES_GPU;
   const char *path = out ? out : clattn_context_tuning_path(t.env.ctx);
   if (!dry && !path[0]) {
     fprintf(stderr, "clattn tune: no place to write the file (no cache directory): use --out\n");
