@@ -36,14 +36,15 @@ typedef struct row {
  * tensor-core form (f16/bf16 q, D % 64 == 0) with 2 groups per SM as the
  * split target (B=64 ctx=32768: f16 1.88 ms, 4.6 TB/s; 4 per SM 1.90), 4
  * warps per group (decode_mma_wg; 8 warps 1.03x the time in `clattn tune`).
- * The portable form keeps 2 per SM and a work-item per key, 256 keys per
- * group (`clattn tune`, CLATTN_PORTABLE=1, f16 D=128: B=64 ctx=4096 / 32768
- * 0.419 / 2.960 ms against 0.605 / 4.485 with 128 keys; 16 lanes per key
- * 2.2x the time, staged K tiles no gain). Quantized rows on
- * tensor cores (B=64 ctx=32768) go straight from global memory, one block per
- * warp in flight: int4 with 4 warps per group (0.77 ms; through a ring of 2
- * staged blocks with 8 warps 0.93), fp8 with 8 warps (1.02 ms; 6 warps with 2
- * blocks in flight 1.09). int4 caches of whole token rows take the token-row
+ * The portable form keeps 2 per SM and a work-item per key, 128 keys per
+ * group at 128 registers, 4 groups per SM (CLATTN_PORTABLE=1, f16 D=128: B=64
+ * ctx=4096 / 32768 0.397 / 2.818 ms, 2.70 / 3.05 TB/s; 256 keys 0.419 /
+ * 2.976 but B=1 ctx=32768 0.093 against 0.106 ms: a tie on the mean in
+ * `clattn tune`; 16 lanes per key 2.2x the time, staged K tiles no gain).
+ * Quantized rows on tensor cores (B=64 ctx=32768) go straight from global
+ * memory, one block per warp in flight: int4 with 4 warps per group (0.77
+ * ms; through a ring of 2 staged blocks with 8 warps 0.93), fp8 with 8 warps
+ * (1.02 ms; 6 warps with 2 blocks in flight 1.09). int4 caches of whole token rows take the token-row
  * form instead: 4 KV heads per group, 4 groups per SM (0.64-0.65 ms; 8 heads
  * with 2 groups per SM 0.64; 3 or 8 splits 0.70 / 0.66); on sm_90, with
  * tokens back to back, one group of all 8 heads, each block of K or V one
@@ -62,7 +63,7 @@ typedef struct row {
  * one launch 64.9 / 49.3 ms against 47.8 / 55.0 ms, no gain), as does the
  * generic row. */
 #define NVIDIA_MMA                                                                          \
-  .decode_wg = 256, GPU_COMMON, .decode_mma = 1, .decode_mma_wg = 128, .decode_mma_splits_per_cu = 2, .decode_mma_min_keys = 1024, \
+  GPU_PORTABLE, .decode_mma = 1, .decode_mma_wg = 128, .decode_mma_splits_per_cu = 2, .decode_mma_min_keys = 1024, \
   .decode_mma_int4_wg = 128, .decode_mma_int4_heads = 4,                                    \
   .decode_mma_int4_groups_per_cu = 4, .decode_mma_fp8_wg = 256, .decode_mma_small_wg = 256, \
   .rerope_block_m = 64,                                                                     \
