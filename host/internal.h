@@ -179,6 +179,7 @@ enum {
  * device's max work-group size (was 1024)", "set by clattn_context_set_tuning". */
 typedef struct clattn_tuning_origin {
   char of[CLATTN_TUNING_N][80];
+  char problems[2048]; /* what was wrong with the override file, a line each ("" = nothing) */
 } clattn_tuning_origin;
 
 /* Fills `out` for a profile: the table row (params.c) that matches first in

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,11 +213,26 @@ static bool header_key(file_header *h, const char *key, const char *value) {
   return false;
 }
 
+/* Reports a problem with the override file through log_ctx's log and keeps
+ * it, a line each, in origin->problems (clattn devices prints them). */
+static void problem(const clattn_context *log_ctx, clattn_tuning_origin *origin, const char *fmt, ...)
+    CLATTN_PRINTF(3, 4);
+static void problem(const clattn_context *log_ctx, clattn_tuning_origin *origin, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  clattn_log(log_ctx, CLATTN_LOG_ERROR, "%s", msg);
+  const size_t used = strlen(origin->problems);
+  snprintf(origin->problems + used, sizeof origin->problems - used, "%s%s", used ? "\n" : "", msg);
+}
+
 /* Whose file it is: false (reported) when it names another device,
  * architecture or library version. A file naming none of them (written by
  * hand) applies to any device. */
-static bool header_fits(const clattn_context *log_ctx, const clattn_device_profile *prof,
-                        const char *path, const file_header *h) {
+static bool header_fits(const clattn_context *log_ctx, clattn_tuning_origin *origin,
+                        const clattn_device_profile *prof, const char *path, const file_header *h) {
   const char *version = clattn_version(NULL, NULL, NULL);
   const char *what = NULL, *theirs = NULL, *ours = NULL;
   if (h->device[0] && strcmp(h->device, prof->name) != 0)
@@ -226,9 +242,8 @@ static bool header_fits(const clattn_context *log_ctx, const clattn_device_profi
   else if (h->version[0] && strcmp(h->version, version) != 0)
     what = "clattn version", theirs = h->version, ours = version;
   if (what)
-    clattn_log(log_ctx, CLATTN_LOG_ERROR,
-               "clattn: tuning file %s was written for %s \"%s\", not this one (\"%s\"); ignored", path,
-               what, theirs, ours);
+    problem(log_ctx, origin, "clattn: tuning file %s was written for %s \"%s\", not this one (\"%s\"); ignored",
+            path, what, theirs, ours);
   return what == NULL;
 }
 
@@ -242,7 +257,7 @@ static bool apply_override(const clattn_context *log_ctx, const clattn_device_pr
   const clattn_read_result r = clattn_read_regular(path, 1 << 20, &text, &size, why, sizeof why);
   if (r != READ_OK) {
     if (r != READ_MISSING)
-      clattn_log(log_ctx, CLATTN_LOG_ERROR, "clattn: tuning file %s %s; ignored", path, why);
+      problem(log_ctx, origin, "clattn: tuning file %s %s; ignored", path, why);
     return false;
   }
   file_header h = {{0}, {0}, {0}};
@@ -253,8 +268,7 @@ static bool apply_override(const clattn_context *log_ctx, const clattn_device_pr
     if (*s == '#' || *s == '\0') continue;
     char *eq = strchr(s, '=');
     if (!eq) {
-      clattn_log(log_ctx, CLATTN_LOG_ERROR, "clattn: %s:%d: \"%s\" is not key=value; ignored", path,
-                 no, s);
+      problem(log_ctx, origin, "clattn: %s:%d: \"%s\" is not key=value; ignored", path, no, s);
       continue;
     }
     *eq = '\0';
@@ -264,21 +278,19 @@ static bool apply_override(const clattn_context *log_ctx, const clattn_device_pr
     errno = 0;
     const long v = strtol(eq + 1, &end, 10);
     if (!p) {
-      clattn_log(log_ctx, CLATTN_LOG_ERROR, "clattn: %s:%d: unknown tuning key \"%s\"; ignored",
-                 path, no, s);
+      problem(log_ctx, origin, "clattn: %s:%d: unknown tuning key \"%s\"; ignored", path, no, s);
     } else if (end == eq + 1 || *end != '\0' || errno || !in_range(p, v)) {
-      clattn_log(log_ctx, CLATTN_LOG_ERROR,
-                 "clattn: %s:%d: %s=%s is not %s in [%d, %d]; ignored", path, no, s, eq + 1,
-                 p->info.pow2 ? "a power of two (or 0)" : "an integer", p->info.lo, p->info.hi);
+      problem(log_ctx, origin, "clattn: %s:%d: %s=%s is not %s in [%d, %d]; ignored", path, no, s, eq + 1,
+              p->info.pow2 ? "a power of two (or 0)" : "an integer", p->info.lo, p->info.hi);
     } else {
       *(int *)((char *)&got + p->off) = (int)v;
       from_file[p - params] = true;
     }
   }
   free(text);
-  if (!header_fits(log_ctx, prof, path, &h)) return false;
+  if (!header_fits(log_ctx, origin, prof, path, &h)) return false;
   *t = got;
-  for (size_t i = 0; origin && i < NPARAMS; i++)
+  for (size_t i = 0; i < NPARAMS; i++)
     if (from_file[i]) snprintf(origin->of[i], sizeof origin->of[i], "override file");
   return true;
 }
@@ -306,6 +318,7 @@ bool clattn_tuning_lookup(const clattn_context *log_ctx, const clattn_device_pro
   static const char *kind_name[] = {"device", "arch", "vendor", "generic"};
   clattn_tuning_origin scratch;
   if (!origin) origin = &scratch;
+  origin->problems[0] = '\0';
   const row *hit = &table[sizeof table / sizeof table[0] - 1]; /* the generic row */
   for (int by = BY_NAME; by < GENERIC && hit->by == GENERIC; by++)
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
@@ -390,3 +403,7 @@ clattn_status clattn_context_write_tuning(const clattn_context *ctx, const char 
 }
 
 const char *clattn_context_tuning_path(const clattn_context *ctx) { return ctx ? ctx->tuning_path : ""; }
+
+const char *clattn_context_tuning_problems(const clattn_context *ctx) {
+  return ctx ? ctx->tuning_origin.problems : "";
+}

@@ -236,6 +236,10 @@ CLATTN_API int clattn_context_tuning_value(const clattn_context *ctx, size_t i);
 CLATTN_API const char *clattn_context_tuning_origin(const clattn_context *ctx, size_t i);
 /* The override file the context read, "" when there was none to read. */
 CLATTN_API const char *clattn_context_tuning_file(const clattn_context *ctx);
+/* What was wrong with the override file when the context read it (a file of
+ * another device or version, unknown keys, bad values; each also logged),
+ * a line each; "" when nothing was. */
+CLATTN_API const char *clattn_context_tuning_problems(const clattn_context *ctx);
 /* The override file the context looked for (where `clattn tune` writes),
  * "" when it looked for none (no cache directory, no $CLATTN_TUNING_FILE). */
 CLATTN_API const char *clattn_context_tuning_path(const clattn_context *ctx);

@@ -171,6 +171,9 @@ static void test_tuning_bad_override(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(log.text, needles[i]));
   }
   CU_ASSERT_PTR_NULL(strstr(log.text, ":10:")); /* the comment and the blank line are fine */
+  /* the context keeps what was wrong, for clattn devices */
+  CU_ASSERT_PTR_NOT_NULL(strstr(clattn_context_tuning_problems(c), ":5: unknown tuning key \"bogus_key\""));
+  CU_ASSERT_STRING_EQUAL(clattn_context_tuning_problems(fx.ctx), "");
   /* the public view of the tuning: the file read, every value by index */
   CU_ASSERT_STRING_EQUAL(clattn_context_tuning_file(c), path);
   CU_ASSERT_STRING_EQUAL(clattn_context_tuning_file(fx.ctx), ""); /* the suites' file is never written */

@@ -89,7 +89,7 @@ tune_check() {
     "$bin" run decode --batch 1 --heads 4 --kv-heads 2 --head-dim 64 --ctx 100 $R 2>&1)
   grep -q -- "decode.cl \[.*-DWG=$wg " <<<"$log" || { echo "decode_wg=$wg is not in decode's build options"; return 1; }
   sed -i 's/^device=.*/device=Some Other GPU/' "$f"
-  log=$(CLATTN_TUNING_FILE="$f" CLATTN_LOG=info "$bin" devices --params 2>&1)
+  log=$(CLATTN_TUNING_FILE="$f" "$bin" devices --params --device "$CLATTN_DEVICE" 2>&1)
   grep -q 'written for device "Some Other GPU", not this one' <<<"$log" || { echo "a foreign file was not reported"; return 1; }
   rm -rf "$dir"
 }

@@ -65,6 +65,7 @@ static void print_json(cl_uint index, const clattn_device_profile *p, bool is_de
   }
   json_str("tuning_file", clattn_context_tuning_file(ctx), true);
   json_str("tuning_path", clattn_context_tuning_path(ctx), true);
+  json_str("tuning_problems", clattn_context_tuning_problems(ctx), true);
   printf("\"params\":[");
   for (size_t i = 0; i < clattn_tuning_count(); i++) {
     const clattn_tuning_param *t = clattn_tuning_param_info(i);
@@ -123,6 +124,8 @@ static void print_device(cl_uint index, cl_device_id dev, bool is_default, show 
         printf(" + override file %s", file);
       else
         printf(" (no override file%s%s)", path[0] ? " at " : "", path);
+      const char *bad = clattn_context_tuning_problems(ctx);
+      if (bad[0]) printf("\n    tuning file problems (ignored):\n      %s", bad);
       if (how.params) {
         printf("; each value, where it came from, what it means [range]:\n");
         print_params(ctx);
