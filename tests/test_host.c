@@ -133,6 +133,16 @@ static void capture_log(void *priv, clattn_log_level level, const char *msg) {
   snprintf(c->text + n, sizeof c->text - n, "%s\n", msg);
 }
 
+/* Options of a context that logs its errors into `log` and has no disk cache. */
+static clattn_context_options logging_to(captured *log) {
+  clattn_context_options opts = {0};
+  opts.log = capture_log;
+  opts.log_priv = log;
+  opts.log_level = CLATTN_LOG_ERROR;
+  opts.cache_dir = "";
+  return opts;
+}
+
 /* An override file of zeros and nonsense (decode_wg=0 once hung decode,
  * merge_wg=0 and quant_wg=0 divided by zero) is reported line by line and
  * ignored: the context keeps its row's values and decode runs. */
@@ -147,11 +157,7 @@ static void test_tuning_bad_override(void) {
   close(fd);
   setenv("CLATTN_TUNING_FILE", path, 1);
   captured log = {{0}};
-  clattn_context_options opts = {0};
-  opts.log = capture_log;
-  opts.log_priv = &log;
-  opts.log_level = CLATTN_LOG_ERROR;
-  opts.cache_dir = "";
+  const clattn_context_options opts = logging_to(&log);
   clattn_context *c = NULL;
   clattn_status st = clattn_context_create(fx.cl, fx.dev, &opts, &c);
   unsetenv("CLATTN_TUNING_FILE");
@@ -267,11 +273,7 @@ static void test_tuning_origins(void) {
   CU_ASSERT_EQUAL(t.decode_splits_per_cu, 7);
   CU_ASSERT_STRING_EQUAL(why.of[CLATTN_TP_decode_splits_per_cu], "override file");
   captured log = {{0}};
-  clattn_context_options opts = {0};
-  opts.log = capture_log;
-  opts.log_priv = &log;
-  opts.log_level = CLATTN_LOG_ERROR;
-  opts.cache_dir = "";
+  const clattn_context_options opts = logging_to(&log);
   clattn_context *lc = NULL;
   CHECK_OK(clattn_context_create(fx.cl, fx.dev, &opts, &lc)); /* a context only to log through */
   clattn_device_profile other = p;

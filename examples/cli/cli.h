@@ -82,63 +82,48 @@ bool cli_read(cli_env *env, cl_mem buf, clattn_dtype dt, size_t off, size_t n, d
 /* Monotonic wall clock in seconds. */
 double cli_now(void);
 
-/* A decode case the tuner drives (decode.c): synthetic data of one shape on
- * the device, kept across candidates. */
+/* The tuner's cases (tune.c): synthetic data of one shape on the device,
+ * kept across candidates, each family's in its command's file. make: NULL
+ * after printing the error (env is borrowed: it outlives the case); check:
+ * one run with the context's tuning as it is now against the CPU reference,
+ * false (why says why) on an error or a value out of tolerance; time: the
+ * median device ms of `repeat` runs after `warmup`, NaN on error; kernels:
+ * which kernels run, in words (NULL where the family has one kind). */
+typedef struct cli_case_ops {
+  void *(*make)(cli_env *env, const void *shape);
+  bool (*check)(void *c, char *why, size_t n);
+  double (*time)(void *c, int warmup, int repeat);
+  void (*release)(void *c);
+  void (*describe)(const void *shape, char *buf, size_t n);
+  const char *(*kernels)(void *c);
+} cli_case_ops;
+
+/* decode.c: clattn_decode, checked on sequences 0 and B - 1 (cold L2) */
 typedef struct cli_decode_shape {
   int batch, q_len, heads, kv_heads, head_dim, ctx, page_size;
   const char *dtype, *kv_dtype; /* kv_dtype NULL: dtype */
   bool paged, causal;
 } cli_decode_shape;
-typedef struct cli_decode_case cli_decode_case;
-/* NULL after printing the error. env is borrowed (it outlives the case). */
-cli_decode_case *cli_decode_case_new(cli_env *env, const cli_decode_shape *shape);
-/* Runs clattn_decode once with the context's tuning as it is now and checks
- * sequences 0 and B - 1 against the CPU reference; false (why says why) on
- * an error or a value out of tolerance. */
-bool cli_decode_case_check(cli_decode_case *c, char *why, size_t n);
-/* The median device time in ms (cold L2) of `repeat` runs after `warmup`; NaN on error. */
-double cli_decode_case_time(cli_decode_case *c, int warmup, int repeat);
-void cli_decode_case_free(cli_decode_case *c);
-/* Which kernels decode runs for the case now (clattn_decode_kernels). */
-const char *cli_decode_case_kernels(cli_decode_case *c);
-
-/* A quantize + dequantize case (quant.c): the tuner's cases of family quant,
- * checked against the reference codecs, timed as the sum of both kernels. */
+extern const cli_case_ops cli_decode_cases;
+/* quant.c: quantize + dequantize, against the reference codecs, timed as the sum */
 typedef struct cli_quant_shape {
   int rows, heads, head_dim;
   const char *kv_dtype, *dtype;
 } cli_quant_shape;
-typedef struct cli_quant_case cli_quant_case;
-cli_quant_case *cli_quant_case_new(cli_env *env, const cli_quant_shape *shape);
-bool cli_quant_case_check(cli_quant_case *c, char *why, size_t n);
-double cli_quant_case_time(cli_quant_case *c, int warmup, int repeat);
-void cli_quant_case_free(cli_quant_case *c);
-
-/* A merge case (merge.c): n partial states of [batch, 1, heads, head_dim]
- * in separate buffers, checked against the double reference. */
+extern const cli_case_ops cli_quant_cases;
+/* merge.c: n partial states of [batch, 1, heads, head_dim] in separate buffers */
 typedef struct cli_merge_shape {
   int n, batch, heads, head_dim;
   const char *dtype;
 } cli_merge_shape;
-typedef struct cli_merge_case cli_merge_case;
-cli_merge_case *cli_merge_case_new(cli_env *env, const cli_merge_shape *shape);
-bool cli_merge_case_check(cli_merge_case *c, char *why, size_t n);
-double cli_merge_case_time(cli_merge_case *c, int warmup, int repeat);
-void cli_merge_case_free(cli_merge_case *c);
-
-/* A ReRoPE forward case (rerope.c): Z = 1, Nq = Nk = n, checked against the
- * double reference (in full when small, else on sampled rows). */
+extern const cli_case_ops cli_merge_cases;
+/* rerope.c: the forward, Z = 1, Nq = Nk = n, checked in full when small, else on sampled rows */
 typedef struct cli_rerope_shape {
   int heads, kv_heads, n, head_dim, window; /* kv_heads 0: heads */
   const char *dtype;
   bool causal;
 } cli_rerope_shape;
-typedef struct cli_rerope_case cli_rerope_case;
-cli_rerope_case *cli_rerope_case_new(cli_env *env, const cli_rerope_shape *shape);
-bool cli_rerope_case_check(cli_rerope_case *c, char *why, size_t n);
-double cli_rerope_case_time(cli_rerope_case *c, int warmup, int repeat);
-const char *cli_rerope_case_kernels(cli_rerope_case *c); /* clattn_rerope_kernels */
-void cli_rerope_case_free(cli_rerope_case *c);
+extern const cli_case_ops cli_rerope_cases;
 
 /* Subcommands: each returns the process exit code (0 ok, 1 check failed or
  * runtime error, 2 bad usage). */

@@ -780,11 +780,14 @@ done:
 
 /* ------------------------------------------------------------------ the tuner's cases (tune.c) */
 
-struct cli_decode_case {
+typedef struct cli_decode_case {
   run r;
-};
+} cli_decode_case;
 
-cli_decode_case *cli_decode_case_new(cli_env *env, const cli_decode_shape *sh) {
+static void case_free(void *c);
+
+static void *case_new(cli_env *env, const void *shape) {
+  const cli_decode_shape *sh = shape;
   cli_decode_case *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   run *r = &c->r;
@@ -803,13 +806,14 @@ cli_decode_case *cli_decode_case_new(cli_env *env, const cli_decode_shape *sh) {
     return NULL;
   }
   if (!setup(r)) {
-    cli_decode_case_free(c);
+    case_free(c);
     return NULL;
   }
   return c;
 }
 
-bool cli_decode_case_check(cli_decode_case *c, char *why, size_t n) {
+static bool case_check(void *cv, char *why, size_t n) {
+  cli_decode_case *c = cv;
   run *r = &c->r;
   why[0] = '\0';
   if (!size_workspace(r) || !poison_o(r)) return snprintf(why, n, "setup failed"), false;
@@ -824,7 +828,8 @@ bool cli_decode_case_check(cli_decode_case *c, char *why, size_t n) {
   return k.bad == 0;
 }
 
-double cli_decode_case_time(cli_decode_case *c, int warmup, int repeat) {
+static double case_time(void *cv, int warmup, int repeat) {
+  cli_decode_case *c = cv;
   run *r = &c->r;
   r->opt.warmup = warmup;
   r->opt.repeat = repeat;
@@ -833,10 +838,22 @@ double cli_decode_case_time(cli_decode_case *c, int warmup, int repeat) {
   return t.median_ms;
 }
 
-void cli_decode_case_free(cli_decode_case *c) {
+static void case_free(void *cv) {
+  cli_decode_case *c = cv;
   if (!c) return;
   teardown(&c->r);
   free(c);
 }
 
-const char *cli_decode_case_kernels(cli_decode_case *c) { return clattn_decode_kernels(c->r.env.ctx, &c->r.p); }
+static const char *case_kernels(void *cv) {
+  const cli_decode_case *c = cv;
+  return clattn_decode_kernels(c->r.env.ctx, &c->r.p);
+}
+
+static void case_describe(const void *shape, char *buf, size_t n) {
+  const cli_decode_shape *s = shape;
+  snprintf(buf, n, "decode B=%d Hq=%d Hkv=%d D=%d ctx=%d %s%s%s", s->batch, s->heads, s->kv_heads,
+           s->head_dim, s->ctx, s->dtype, s->kv_dtype ? "/" : "", s->kv_dtype ? s->kv_dtype : "");
+}
+
+const cli_case_ops cli_decode_cases = {case_new, case_check, case_time, case_free, case_describe, case_kernels};

@@ -387,13 +387,16 @@ done:
 
 /* ------------------------------------------------------------------ the tuner's cases (tune.c) */
 
-struct cli_merge_case {
+typedef struct cli_merge_case {
   opts o;
   mrun r;
   timer t;
-};
+} cli_merge_case;
 
-cli_merge_case *cli_merge_case_new(cli_env *env, const cli_merge_shape *sh) {
+static void case_free(void *c);
+
+static void *case_new(cli_env *env, const void *shape) {
+  const cli_merge_shape *sh = shape;
   cli_merge_case *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   c->o = (opts){.n = sh->n, .batch = sh->batch, .m = 1, .heads = sh->heads, .head_dim = sh->head_dim,
@@ -410,13 +413,14 @@ cli_merge_case *cli_merge_case_new(cli_env *env, const cli_merge_shape *sh) {
   }
   r->odt = r->pdt;
   if (!merge_setup(r) || !timer_init(&c->t, &r->env, false)) {
-    cli_merge_case_free(c);
+    case_free(c);
     return NULL;
   }
   return c;
 }
 
-bool cli_merge_case_check(cli_merge_case *c, char *why, size_t n) {
+static bool case_check(void *cv, char *why, size_t n) {
+  cli_merge_case *c = cv;
   mrun *r = &c->r;
   clattn_status s = clattn_merge(r->env.ctx, r->env.queue, &r->p, 0, NULL, NULL);
   if (s == CLATTN_SUCCESS && clFinish(r->env.queue) != CL_SUCCESS) s = CLATTN_OPENCL_ERROR;
@@ -429,13 +433,15 @@ bool cli_merge_case_check(cli_merge_case *c, char *why, size_t n) {
   return bad == 0;
 }
 
-double cli_merge_case_time(cli_merge_case *c, int warmup, int repeat) {
+static double case_time(void *cv, int warmup, int repeat) {
+  cli_merge_case *c = cv;
   c->o.warmup = warmup;
   c->o.repeat = repeat;
   return time_device(&c->t, enq_merge, &c->r, &c->o, "merge");
 }
 
-void cli_merge_case_free(cli_merge_case *c) {
+static void case_free(void *cv) {
+  cli_merge_case *c = cv;
   if (!c) return;
   timer_free(&c->t);
   merge_teardown(&c->r);
@@ -776,3 +782,10 @@ int cli_run_merge(int argc, char **argv) {
     }
   return o.split_devices ? run_split(&o) : run_merge(&o);
 }
+
+static void case_describe(const void *shape, char *buf, size_t n) {
+  const cli_merge_shape *s = shape;
+  snprintf(buf, n, "merge n=%d B=%d H=%d D=%d %s", s->n, s->batch, s->heads, s->head_dim, s->dtype);
+}
+
+const cli_case_ops cli_merge_cases = {case_new, case_check, case_time, case_free, case_describe, NULL};

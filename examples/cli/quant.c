@@ -312,11 +312,14 @@ int cli_run_quant(int argc, char **argv) {
 
 /* ------------------------------------------------------------------ the tuner's cases (tune.c) */
 
-struct cli_quant_case {
+typedef struct cli_quant_case {
   run *r;
-};
+} cli_quant_case;
 
-cli_quant_case *cli_quant_case_new(cli_env *env, const cli_quant_shape *sh) {
+static void case_free(void *c);
+
+static void *case_new(cli_env *env, const void *shape) {
+  const cli_quant_shape *sh = shape;
   cli_quant_case *c = calloc(1, sizeof *c);
   run *r = c ? calloc(1, sizeof *r) : NULL;
   if (!r) return free(c), NULL;
@@ -331,13 +334,14 @@ cli_quant_case *cli_quant_case_new(cli_env *env, const cli_quant_shape *sh) {
   r->X = dt_ok ? (int)clattn_kv_row_size(r->kvdt, sh->head_dim, r->groups) : 0;
   if (!r->X || !setup(r)) {
     if (!r->X) fprintf(stderr, "clattn tune: bad quant shape\n");
-    cli_quant_case_free(c);
+    case_free(c);
     return NULL;
   }
   return c;
 }
 
-bool cli_quant_case_check(cli_quant_case *c, char *why, size_t n) {
+static bool case_check(void *cv, char *why, size_t n) {
+  cli_quant_case *c = cv;
   run *r = c->r;
   clattn_status s = do_quantize(r, NULL);
   if (s == CLATTN_SUCCESS) s = do_dequantize(r, NULL);
@@ -351,7 +355,8 @@ bool cli_quant_case_check(cli_quant_case *c, char *why, size_t n) {
   return ok;
 }
 
-double cli_quant_case_time(cli_quant_case *c, int warmup, int repeat) {
+static double case_time(void *cv, int warmup, int repeat) {
+  cli_quant_case *c = cv;
   run *r = c->r;
   r->o.warmup = warmup;
   r->o.repeat = repeat;
@@ -359,8 +364,17 @@ double cli_quant_case_time(cli_quant_case *c, int warmup, int repeat) {
   return isnan(tq) ? NAN : tq + time_op(r, do_dequantize, "dequantize");
 }
 
-void cli_quant_case_free(cli_quant_case *c) {
+static void case_free(void *cv) {
+  cli_quant_case *c = cv;
   if (!c) return;
   if (c->r) release(c->r);
   free(c);
 }
+
+static void case_describe(const void *shape, char *buf, size_t n) {
+  const cli_quant_shape *s = shape;
+  snprintf(buf, n, "quantize+dequantize %d rows x %d heads D=%d %s/%s", s->rows, s->heads, s->head_dim,
+           s->dtype, s->kv_dtype);
+}
+
+const cli_case_ops cli_quant_cases = {case_new, case_check, case_time, case_free, case_describe, NULL};

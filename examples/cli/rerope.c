@@ -474,11 +474,14 @@ done:
 
 /* ------------------------------------------------------------------ the tuner's cases (tune.c) */
 
-struct cli_rerope_case {
+typedef struct cli_rerope_case {
   run r;
-};
+} cli_rerope_case;
 
-cli_rerope_case *cli_rerope_case_new(cli_env *env, const cli_rerope_shape *sh) {
+static void case_free(void *c);
+
+static void *case_new(cli_env *env, const void *shape) {
+  const cli_rerope_shape *sh = shape;
   cli_rerope_case *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   run *r = &c->r;
@@ -496,13 +499,14 @@ cli_rerope_case *cli_rerope_case_new(cli_env *env, const cli_rerope_shape *sh) {
   r->Z = 1, r->Hq = sh->heads, r->Hkv = sh->kv_heads ? sh->kv_heads : sh->heads;
   r->Nq = r->Nk = sh->n, r->D = sh->head_dim;
   if (!setup(r)) {
-    cli_rerope_case_free(c);
+    case_free(c);
     return NULL;
   }
   return c;
 }
 
-bool cli_rerope_case_check(cli_rerope_case *c, char *why, size_t n) {
+static bool case_check(void *cv, char *why, size_t n) {
+  cli_rerope_case *c = cv;
   run *r = &c->r;
   cl_event ev = NULL;
   clattn_status s = fwd(r, &ev);
@@ -519,16 +523,26 @@ bool cli_rerope_case_check(cli_rerope_case *c, char *why, size_t n) {
   return ok;
 }
 
-double cli_rerope_case_time(cli_rerope_case *c, int warmup, int repeat) {
+static double case_time(void *cv, int warmup, int repeat) {
+  cli_rerope_case *c = cv;
   c->r.o.warmup = warmup;
   c->r.o.repeat = repeat;
   return time_op(&c->r, fwd, "rerope fwd");
 }
 
-const char *cli_rerope_case_kernels(cli_rerope_case *c) { return path_name(&c->r, 0); }
+static const char *case_kernels(void *cv) { return path_name(&((cli_rerope_case *)cv)->r, 0); }
 
-void cli_rerope_case_free(cli_rerope_case *c) {
+static void case_free(void *cv) {
+  cli_rerope_case *c = cv;
   if (!c) return;
   teardown(&c->r);
   free(c);
 }
+
+static void case_describe(const void *shape, char *buf, size_t n) {
+  const cli_rerope_shape *s = shape;
+  snprintf(buf, n, "rerope fwd H=%d N=%d D=%d W=%d %s%s", s->heads, s->n, s->head_dim, s->window,
+           s->dtype, s->causal ? " causal" : "");
+}
+
+const cli_case_ops cli_rerope_cases = {case_new, case_check, case_time, case_free, case_describe, case_kernels};

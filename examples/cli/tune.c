@@ -23,7 +23,7 @@
 #define KEEP_MARGIN 0.02 /* a candidate must beat the best by this fraction */
 
 /* A parameter and the values the tuner tries for it; tried only where some
- * case's kernels (case_ops.kernels) contain `needs` (NULL: always). */
+ * case's kernels (cli_case_ops.kernels) contain `needs` (NULL: always). */
 typedef struct knob {
   const char *param;
   int n;
@@ -31,19 +31,9 @@ typedef struct knob {
   const char *needs;
 } knob;
 
-/* The cases of a family: one shape's data on the device, checked and timed. */
-typedef struct case_ops {
-  void *(*make)(cli_env *env, const void *shape);
-  bool (*check)(void *c, char *why, size_t n);
-  double (*time)(void *c, int warmup, int repeat);
-  void (*release)(void *c);
-  void (*describe)(const void *shape, char *buf, size_t n);
-  const char *(*kernels)(void *c); /* which kernels run, in words */
-} case_ops;
-
 typedef struct family {
   const char *name;
-  const case_ops *ops;
+  const cli_case_ops *ops;
   size_t shape_size;
   const void *shapes[3]; /* by shape set: a GPU's, --quick, a CPU's */
   int nshapes[3];
@@ -52,21 +42,6 @@ typedef struct family {
 } family;
 
 /* ------------------------------------------------------------------ decode */
-
-static void *decode_make(cli_env *env, const void *shape) { return cli_decode_case_new(env, shape); }
-static bool decode_check(void *c, char *why, size_t n) { return cli_decode_case_check(c, why, n); }
-static double decode_time(void *c, int warmup, int repeat) {
-  return cli_decode_case_time(c, warmup, repeat);
-}
-static void decode_release(void *c) { cli_decode_case_free(c); }
-static void decode_describe(const void *shape, char *buf, size_t n) {
-  const cli_decode_shape *s = shape;
-  snprintf(buf, n, "decode B=%d Hq=%d Hkv=%d D=%d ctx=%d %s%s%s", s->batch, s->heads, s->kv_heads,
-           s->head_dim, s->ctx, s->dtype, s->kv_dtype ? "/" : "", s->kv_dtype ? s->kv_dtype : "");
-}
-static const char *decode_kernels(void *c) { return cli_decode_case_kernels(c); }
-static const case_ops decode_ops = {decode_make,    decode_check,    decode_time,
-                                    decode_release, decode_describe, decode_kernels};
 
 /* The shapes of issue #22: a single long sequence and a big batch, short and long. */
 static const cli_decode_shape decode_shapes[] = {
@@ -112,17 +87,6 @@ static const knob decode_quick_knobs[] = {
 
 /* ------------------------------------------------------------------ merge and quant */
 
-static void *merge_make(cli_env *env, const void *shape) { return cli_merge_case_new(env, shape); }
-static bool merge_check(void *c, char *why, size_t n) { return cli_merge_case_check(c, why, n); }
-static double merge_time(void *c, int warmup, int repeat) { return cli_merge_case_time(c, warmup, repeat); }
-static void merge_release(void *c) { cli_merge_case_free(c); }
-static void merge_describe(const void *shape, char *buf, size_t n) {
-  const cli_merge_shape *s = shape;
-  snprintf(buf, n, "merge n=%d B=%d H=%d D=%d %s", s->n, s->batch, s->heads, s->head_dim, s->dtype);
-}
-static const char *no_kernels(void *c) { return (void)c, NULL; }
-static const case_ops merge_ops = {merge_make,    merge_check,    merge_time,
-                                   merge_release, merge_describe, no_kernels};
 /* a cascade's few big parts, and a split decode's many small ones */
 static const cli_merge_shape merge_shapes[] = {
     {.n = 4, .batch = 64, .heads = 32, .head_dim = 128, .dtype = "f32"},
@@ -135,17 +99,6 @@ static const cli_merge_shape merge_quick_shapes[] = {{.n = 3, .batch = 2, .heads
 static const knob merge_knobs[] = {{"merge_wg", 4, {32, 64, 128, 256}, NULL}};
 static const knob merge_quick_knobs[] = {{"merge_wg", 2, {32, 128}, NULL}};
 
-static void *quant_make(cli_env *env, const void *shape) { return cli_quant_case_new(env, shape); }
-static bool quant_check(void *c, char *why, size_t n) { return cli_quant_case_check(c, why, n); }
-static double quant_time(void *c, int warmup, int repeat) { return cli_quant_case_time(c, warmup, repeat); }
-static void quant_release(void *c) { cli_quant_case_free(c); }
-static void quant_describe(const void *shape, char *buf, size_t n) {
-  const cli_quant_shape *s = shape;
-  snprintf(buf, n, "quantize+dequantize %d rows x %d heads D=%d %s/%s", s->rows, s->heads, s->head_dim,
-           s->dtype, s->kv_dtype);
-}
-static const case_ops quant_ops = {quant_make,    quant_check,    quant_time,
-                                   quant_release, quant_describe, no_kernels};
 static const cli_quant_shape quant_shapes[] = {
     {.rows = 65536, .heads = 8, .head_dim = 128, .kv_dtype = "int4", .dtype = "f16"},
     {.rows = 65536, .heads = 8, .head_dim = 128, .kv_dtype = "fp8", .dtype = "f16"},
@@ -161,18 +114,6 @@ static const knob quant_quick_knobs[] = {{"quant_wg", 2, {32, 128}, NULL}};
 
 /* ------------------------------------------------------------------ rerope (forward) */
 
-static void *rerope_make(cli_env *env, const void *shape) { return cli_rerope_case_new(env, shape); }
-static bool rerope_check(void *c, char *why, size_t n) { return cli_rerope_case_check(c, why, n); }
-static double rerope_time(void *c, int warmup, int repeat) { return cli_rerope_case_time(c, warmup, repeat); }
-static void rerope_release(void *c) { cli_rerope_case_free(c); }
-static const char *rerope_kernels(void *c) { return cli_rerope_case_kernels(c); }
-static void rerope_describe(const void *shape, char *buf, size_t n) {
-  const cli_rerope_shape *s = shape;
-  snprintf(buf, n, "rerope fwd H=%d N=%d D=%d W=%d %s%s", s->heads, s->n, s->head_dim, s->window,
-           s->dtype, s->causal ? " causal" : "");
-}
-static const case_ops rerope_ops = {rerope_make,    rerope_check,    rerope_time,
-                                    rerope_release, rerope_describe, rerope_kernels};
 static const cli_rerope_shape rerope_shapes[] = {
     {.heads = 32, .n = 4096, .head_dim = 64, .window = 1024, .dtype = "f16", .causal = true},
     {.heads = 32, .n = 4096, .head_dim = 128, .window = 1024, .dtype = "f16"},
@@ -197,10 +138,10 @@ static const knob rerope_quick_knobs[] = {{"rerope_block_n", 2, {8, 32}, "portab
 #define SHAPES(f) {f##_shapes, f##_quick_shapes, f##_cpu_shapes}, {N(f##_shapes), N(f##_quick_shapes), N(f##_cpu_shapes)}
 #define KNOBS(f) {f##_knobs, f##_quick_knobs}, {N(f##_knobs), N(f##_quick_knobs)}
 static const family families[] = {
-    {"decode", &decode_ops, sizeof(cli_decode_shape), SHAPES(decode), KNOBS(decode)},
-    {"merge", &merge_ops, sizeof(cli_merge_shape), SHAPES(merge), KNOBS(merge)},
-    {"rerope", &rerope_ops, sizeof(cli_rerope_shape), SHAPES(rerope), KNOBS(rerope)},
-    {"quant", &quant_ops, sizeof(cli_quant_shape), SHAPES(quant), KNOBS(quant)},
+    {"decode", &cli_decode_cases, sizeof(cli_decode_shape), SHAPES(decode), KNOBS(decode)},
+    {"merge", &cli_merge_cases, sizeof(cli_merge_shape), SHAPES(merge), KNOBS(merge)},
+    {"rerope", &cli_rerope_cases, sizeof(cli_rerope_shape), SHAPES(rerope), KNOBS(rerope)},
+    {"quant", &cli_quant_cases, sizeof(cli_quant_shape), SHAPES(quant), KNOBS(quant)},
 };
 #undef SHAPES
 #undef KNOBS
@@ -297,7 +238,7 @@ static bool tune_family(tuner *t, const family *f) {
     int keep = was;
     bool applies = !kb->needs;
     for (int i = 0; !applies && i < n; i++) {
-      const char *kernels = f->ops->kernels(cases[i]);
+      const char *kernels = f->ops->kernels ? f->ops->kernels(cases[i]) : NULL;
       applies = kernels && strstr(kernels, kb->needs);
     }
     if (!applies) {
