@@ -28,10 +28,9 @@ typedef struct row {
 } row;
 
 /* The portable kernels' values every GPU row starts from. */
-#define GPU_COMMON                                                                          \
-  .decode_splits_per_cu = 2, .decode_min_keys_per_split = 256, .decode_max_splits = 128,    \
-  .merge_wg = 128, .quant_wg = 256, .decode_merge_last = 8
-#define GPU_PORTABLE .decode_wg = 128, GPU_COMMON
+#define GPU_PORTABLE                                                                        \
+  .decode_wg = 128, .decode_splits_per_cu = 2, .decode_min_keys_per_split = 256,            \
+  .decode_max_splits = 128, .merge_wg = 128, .quant_wg = 256, .decode_merge_last = 8
 
 /* Hopper / Ampere (H200 measurements, tools/PERF.md). Decode takes the
  * tensor-core form (f16/bf16 q, D % 64 == 0) with 2 groups per SM as the
@@ -45,9 +44,10 @@ typedef struct row {
  * Quantized rows on tensor cores (B=64 ctx=32768) go straight from global
  * memory, one block per warp in flight: int4 with 4 warps per group (0.77
  * ms; through a ring of 2 staged blocks with 8 warps 0.93), fp8 with 8 warps
- * (1.02 ms; 6 warps with 2 blocks in flight 1.09). int4 caches of whole token rows take the token-row
- * form instead: 4 KV heads per group, 4 groups per SM (0.64-0.65 ms; 8 heads
- * with 2 groups per SM 0.64; 3 or 8 splits 0.70 / 0.66); on sm_90, with
+ * (1.02 ms; 6 warps with 2 blocks in flight 1.09). int4 caches of whole
+ * token rows take the token-row form instead: 4 KV heads per group, 4
+ * groups per SM (0.64-0.65 ms; 8 heads with 2 groups per SM 0.64; 3 or 8
+ * splits 0.70 / 0.66); on sm_90, with
  * tokens back to back, one group of all 8 heads, each block of K or V one
  * bulk copy (0.615-0.617 ms against 0.650-0.652 padded in the same runs).
  * ReRoPE forward (Z=1 H=32 N=8192 D=64 W=2048, non-causal; two passes, one Q
@@ -64,8 +64,8 @@ typedef struct row {
  * one launch 64.9 / 49.3 ms against 47.8 / 55.0 ms, no gain), as does the
  * generic row. */
 #define NVIDIA_MMA                                                                          \
-  GPU_PORTABLE, .decode_mma = 1, .decode_mma_wg = 128, .decode_mma_splits_per_cu = 2, .decode_mma_min_keys = 1024, \
-  .decode_mma_int4_wg = 128, .decode_mma_int4_heads = 4,                                    \
+  GPU_PORTABLE, .decode_mma = 1, .decode_mma_wg = 128, .decode_mma_splits_per_cu = 2,        \
+  .decode_mma_min_keys = 1024, .decode_mma_int4_wg = 128, .decode_mma_int4_heads = 4,                                    \
   .decode_mma_int4_groups_per_cu = 4, .decode_mma_fp8_wg = 256, .decode_mma_small_wg = 256, \
   .rerope_block_m = 64,                                                                     \
   .rerope_block_n = 32, .rerope_wg = 128, .rerope_use_mma = 1, .rerope_stages = 2,          \
@@ -110,7 +110,6 @@ static const row table[] = {
 };
 #undef AMD_CDNA
 #undef CPU_ROW
-#undef GPU_COMMON
 #undef GPU_PORTABLE
 #undef NVIDIA_MMA
 
