@@ -505,7 +505,7 @@ CLATTN_INLINE void port_scores_lanes(__local float (*s_l)[RB][WG], __local int (
                                      __local long (*vrow_l)[WG], int par, const float8 qr[RB],
                                      __global const KV_ELT *k, __global const uint *k_ss,
                                      __global const float *bias, clattn_view4 bv, const int lim[RB],
-                                     int t0, const port_at *at, bool *bad_row) {
+                                     int t0, const port_at *at, __global int *err_flag) {
   const int ks = at->ks, c = at->c;
   (void)vrow_l, (void)k_ss;
   for (int it = 0; it < WG / NS; it += KU) {
@@ -517,7 +517,7 @@ CLATTN_INLINE void port_scores_lanes(__local float (*s_l)[RB][WG], __local int (
       long row = -1;
       if (it + u < WG / NS && j < at->hi) {
         row = kv_row(&at->kl, &at->pg, at->b, j, at->hk);
-        if (row < 0) *bad_row = true;
+        if (row < 0) *err_flag = 1; /* benign race: every writer stores 1 */
       }
       ok[u] = row >= 0;
       kk[u] = (float8)(0.0f);
@@ -563,7 +563,7 @@ CLATTN_INLINE void port_scores(__local float (*s_l)[RB][WG], __local int (*tmax_
                                __local const float *qsum_l, __local const void *kstage,
                                __global const KV_ELT *k, __global const uint *k_ss,
                                __global const float *bias, clattn_view4 bv, const int lim[RB],
-                               int t0, const port_at *at, bool *bad_row) {
+                               int t0, const port_at *at, __global int *err_flag) {
   const int tid = at->tid, j = t0 + tid;
   (void)vrow_l, (void)qsum_l, (void)kstage, (void)k_ss;
 #if KSTAGE && KV_Q
@@ -579,7 +579,7 @@ CLATTN_INLINE void port_scores(__local float (*s_l)[RB][WG], __local int (*tmax_
   if (j < at->hi) {
     const long row = kv_row(&at->kl, &at->pg, at->b, j, at->hk);
     if (row < 0) {
-      *bad_row = true;
+      *err_flag = 1; /* benign race: every writer stores 1 */
     } else {
 #if KV_Q == 2
       const float2 kss = scale_shift_unpack(k_ss[kv_row(&at->kssl, &at->pg, at->b, j, at->hk)]);
@@ -835,26 +835,21 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
 #endif
 
   int par = 0;
-  /* a key outside the cache raises the error flag once, after the loop: the
-   * flag's pointer is not held in registers through it (NVIDIA: 130
-   * registers against 128, and 3 groups of 128 per SM instead of 4) */
-  bool bad_row = false;
   for (int t0 = lo; t0 < at.hi; t0 += WG, par ^= 1) {
 #if LANE_KEYS
-    port_scores_lanes(s_l, tmax_l, VROW_L, par, qr, k, k_ss, bias, A.bias, lim, t0, &at, &bad_row);
+    port_scores_lanes(s_l, tmax_l, VROW_L, par, qr, k, k_ss, bias, A.bias, lim, t0, &at, err_flag);
 #else
 #if KSTAGE
     port_stage_k(KSTAGE_L, k, t0, &at);
 #endif
     port_scores(s_l, tmax_l, VROW_L, par, q_l, QSUM_L, KSTAGE_L, k, k_ss, bias, A.bias, lim, t0, &at,
-                &bad_row);
+                err_flag);
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);
     port_softmax(s_l, tmax_l, par, m_run, l_run, acc, sh, tid);
     barrier(CLK_LOCAL_MEM_FENCE);
     port_values(s_l, VROW_L, par, l_run, acc, sh, v, v_ss, t0, &at);
   }
-  if (bad_row) *err_flag = 1; /* benign race: every writer stores 1 */
 #if KV_Q
   for (int r = 0; r < RB; r++) acc[r] += (float8)(sh[r]);
 #endif

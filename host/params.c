@@ -28,19 +28,22 @@ typedef struct row {
 } row;
 
 /* The portable kernels' values every GPU row starts from. */
-#define GPU_PORTABLE                                                                        \
-  .decode_wg = 128, .decode_splits_per_cu = 2, .decode_min_keys_per_split = 256,            \
-  .decode_max_splits = 128, .merge_wg = 128, .quant_wg = 256, .decode_merge_last = 8
+#define GPU_COMMON                                                                          \
+  .decode_splits_per_cu = 2, .decode_min_keys_per_split = 256, .decode_max_splits = 128,    \
+  .merge_wg = 128, .quant_wg = 256, .decode_merge_last = 8
+#define GPU_PORTABLE .decode_wg = 128, GPU_COMMON
 
 /* Hopper / Ampere (H200 measurements, tools/PERF.md). Decode takes the
  * tensor-core form (f16/bf16 q, D % 64 == 0) with 2 groups per SM as the
  * split target (B=64 ctx=32768: f16 1.88 ms, 4.6 TB/s; 4 per SM 1.90), 4
  * warps per group (decode_mma_wg; 8 warps 1.03x the time in `clattn tune`).
- * The portable form keeps 2 per SM and a work-item per key, 128 keys per
- * group at 128 registers, 4 groups per SM (CLATTN_PORTABLE=1, f16 D=128: B=64
- * ctx=4096 / 32768 0.397 / 2.818 ms, 2.70 / 3.05 TB/s; 256 keys 0.419 /
- * 2.976 but B=1 ctx=32768 0.093 against 0.106 ms: a tie on the mean in
- * `clattn tune`; 16 lanes per key 2.2x the time, staged K tiles no gain).
+ * The portable form keeps 2 per SM and a work-item per key, 256 keys per
+ * group: NVIDIA's compiler gives the kernel 130 registers, so groups of 128
+ * run 3 per SM, not 4 (`clattn tune`, CLATTN_PORTABLE=1, f16 D=128: B=1
+ * ctx=32768, B=64 ctx=4096 / 32768 0.096 / 0.419 / 2.960 ms against 0.105 /
+ * 0.605 / 4.485 with 128 keys; f25e022's kernel had 128 registers and 0.397
+ * / 2.800 ms with 128 keys, tools/PERF.md; 16 lanes per key 2.2x the time,
+ * staged K tiles no gain).
  * Quantized rows on tensor cores (B=64 ctx=32768) go straight from global
  * memory, one block per warp in flight: int4 with 4 warps per group (0.77
  * ms; through a ring of 2 staged blocks with 8 warps 0.93), fp8 with 8 warps
@@ -64,8 +67,9 @@ typedef struct row {
  * one launch 64.9 / 49.3 ms against 47.8 / 55.0 ms, no gain), as does the
  * generic row. */
 #define NVIDIA_MMA                                                                          \
-  GPU_PORTABLE, .decode_mma = 1, .decode_mma_wg = 128, .decode_mma_splits_per_cu = 2,        \
-  .decode_mma_min_keys = 1024, .decode_mma_int4_wg = 128, .decode_mma_int4_heads = 4,                                    \
+  .decode_wg = 256, GPU_COMMON, .decode_mma = 1, .decode_mma_wg = 128,                      \
+  .decode_mma_splits_per_cu = 2, .decode_mma_min_keys = 1024, .decode_mma_int4_wg = 128,    \
+  .decode_mma_int4_heads = 4,                                                               \
   .decode_mma_int4_groups_per_cu = 4, .decode_mma_fp8_wg = 256, .decode_mma_small_wg = 256, \
   .rerope_block_m = 64,                                                                     \
   .rerope_block_n = 32, .rerope_wg = 128, .rerope_use_mma = 1, .rerope_stages = 2,          \
@@ -110,6 +114,7 @@ static const row table[] = {
 };
 #undef AMD_CDNA
 #undef CPU_ROW
+#undef GPU_COMMON
 #undef GPU_PORTABLE
 #undef NVIDIA_MMA
 

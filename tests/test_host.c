@@ -80,7 +80,7 @@ static void test_tuning(void) {
   clattn_tuning t;
   snprintf(p.arch, sizeof p.arch, "nvidia-sm90");
   clattn_tuning_lookup(NULL, &p, NULL, &t, NULL);
-  CU_ASSERT_EQUAL(t.decode_wg, 128); /* the portable form */
+  CU_ASSERT_EQUAL(t.decode_wg, 256); /* the portable form */
   CU_ASSERT_EQUAL(t.decode_mma_wg, 128); /* the tensor-core form */
   snprintf(p.arch, sizeof p.arch, "some-unknown-device");
   clattn_tuning_lookup(NULL, &p, NULL, &t, NULL);
