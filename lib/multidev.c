@@ -82,40 +82,45 @@ static void shard_inputs(const clattn_decode_multi_params *p, int j, char names[
   }
 }
 
-/* The result (o, lse) shares no element with a shard's inputs in its context
- * (o may be the shards' q itself, as decode's o may be its q: the merge
- * writes it after every decode has read it). */
+/* The result (o, lse) shares no element with a shard's inputs or its error
+ * flag in its context (o may be the shards' q itself, as decode's o may be
+ * its q: the merge writes it after every decode has read it). */
 static clattn_status check_result_apart(const clattn_decode_multi_params *p, int j) {
-  char names[SHARD_INS][48];
-  clattn_named ins[SHARD_INS];
+  char names[SHARD_INS + 1][48];
+  clattn_named ins[SHARD_INS + 1];
   shard_inputs(p, j, names, ins);
+  snprintf(names[SHARD_INS], sizeof names[0], "shards[%d].params.maybe_error_flag", j);
+  ins[SHARD_INS] = (clattn_named){&p->shards[j].params.maybe_error_flag, names[SHARD_INS]};
   const clattn_tensor *q = ins[0].t;
   if (clattn_same_view(&p->o, q)) ins[0].t = NULL;
   const clattn_named outs[2] = {{&p->o, "o"}, {&p->maybe_lse, "maybe_lse"}};
-  CLATTN_TRY(clattn_check_aliasing(outs, 2, ins, SHARD_INS));
+  CLATTN_TRY(clattn_check_aliasing(outs, 2, ins, SHARD_INS + 1));
   return clattn_check_apart(&p->maybe_lse, "maybe_lse", q, names[0]);
 }
 
 /* Shards of one context may run at once (on several queues): what shard j
- * writes (o, lse, workspace) shares no element with anything shard i reads
- * or writes. (Both may set one error flag.) */
+ * writes (o, lse, workspace, its error flag) shares no element with anything
+ * shard i reads or writes, but for shard i's error flag (both may set one
+ * flag). */
 static clattn_status check_shards_apart(const clattn_decode_multi_params *p, int j, int i) {
   char names[SHARD_INS + 3][48];
   clattn_named ins[SHARD_INS + 3];
   shard_inputs(p, i, names, ins);
   const clattn_decode_params *si = &p->shards[i].params, *sj = &p->shards[j].params;
   const clattn_tensor *others[3] = {&si->o, &si->maybe_lse, &si->maybe_workspace};
-  static const char *what[3] = {"o", "maybe_lse", "maybe_workspace"};
-  char outn[3][48];
-  clattn_named outs[3];
-  const clattn_tensor *mine[3] = {&sj->o, &sj->maybe_lse, &sj->maybe_workspace};
-  for (int k = 0; k < 3; k++) {
-    snprintf(names[SHARD_INS + k], sizeof names[0], "shards[%d].params.%s", i, what[k]);
-    ins[SHARD_INS + k] = (clattn_named){others[k], names[SHARD_INS + k]};
+  static const char *what[4] = {"o", "maybe_lse", "maybe_workspace", "maybe_error_flag"};
+  char outn[4][48];
+  clattn_named outs[4];
+  const clattn_tensor *mine[4] = {&sj->o, &sj->maybe_lse, &sj->maybe_workspace, &sj->maybe_error_flag};
+  for (int k = 0; k < 4; k++) {
+    if (k < 3) {
+      snprintf(names[SHARD_INS + k], sizeof names[0], "shards[%d].params.%s", i, what[k]);
+      ins[SHARD_INS + k] = (clattn_named){others[k], names[SHARD_INS + k]};
+    }
     snprintf(outn[k], sizeof outn[k], "shards[%d].params.%s", j, what[k]);
     outs[k] = (clattn_named){mine[k], outn[k]};
   }
-  return clattn_check_aliasing(outs, 3, ins, SHARD_INS + 3);
+  return clattn_check_aliasing(outs, 4, ins, SHARD_INS + 3);
 }
 
 clattn_status clattn_decode_multi(const clattn_decode_multi_params *p, cl_uint num_wait,
