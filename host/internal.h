@@ -196,9 +196,6 @@ bool clattn_tuning_lookup(const clattn_context *log_ctx, const clattn_device_pro
 /* Sets field `key` to `value`; false for an unknown key or a value out of
  * its range (the field is then unchanged). */
 bool clattn_tuning_set(clattn_tuning *t, const char *key, int value);
-/* The largest value field i may take on this device (its range's top, or
- * the device's max work-group size for a work-group size). */
-int clattn_tuning_device_max(const clattn_device_profile *prof, size_t i);
 /* Writes the file atomically (a temporary beside it, then a rename): a
  * comment, "clattn_version=", "device=" and "arch=" lines naming what it was
  * written for, then every field as "key=value". */

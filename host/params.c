@@ -140,6 +140,12 @@ static const struct param *param_of(const char *key) {
   return NULL;
 }
 
+/* The field of t that parameter p names. */
+static int *field(clattn_tuning *t, const struct param *p) { return (int *)((char *)t + p->off); }
+static int field_value(const clattn_tuning *t, const struct param *p) {
+  return *(const int *)((const char *)t + p->off);
+}
+
 static bool in_range(const struct param *f, long v) {
   if (v < f->info.lo || v > f->info.hi) return false;
   return !f->info.pow2 || v == 0 || (v & (v - 1)) == 0;
@@ -148,7 +154,7 @@ static bool in_range(const struct param *f, long v) {
 bool clattn_tuning_set(clattn_tuning *t, const char *key, int value) {
   const struct param *f = param_of(key);
   if (!f || !in_range(f, value)) return false;
-  *(int *)((char *)t + f->off) = value;
+  *field(t, f) = value;
   return true;
 }
 
@@ -158,7 +164,9 @@ static bool is_wg(size_t i) {
   return false;
 }
 
-int clattn_tuning_device_max(const clattn_device_profile *prof, size_t i) {
+/* The largest value parameter i may take on this device (its range's top,
+ * or the device's max work-group size for a work-group size). */
+static int device_max(const clattn_device_profile *prof, size_t i) {
   if (i >= NPARAMS) return 0;
   if (is_wg(i) && prof->max_work_group_size < (size_t)params[i].info.hi) return (int)prof->max_work_group_size;
   return params[i].info.hi;
@@ -175,7 +183,7 @@ clattn_status clattn_tuning_write(const clattn_tuning *t, const clattn_device_pr
   fprintf(f, "clattn_version=%s\ndevice=%s\narch=%s\n", clattn_version(NULL, NULL, NULL), prof->name,
           prof->arch);
   for (size_t i = 0; i < NPARAMS; i++)
-    fprintf(f, "%s=%d\n", params[i].info.name, *(const int *)((const char *)t + params[i].off));
+    fprintf(f, "%s=%d\n", params[i].info.name, field_value(t, &params[i]));
   const bool written = fclose(f) == 0;
   if (!written || rename(tmp, path) != 0) {
     remove(tmp);
@@ -287,7 +295,7 @@ static bool apply_override(const clattn_context *log_ctx, const clattn_device_pr
       problem(log_ctx, origin, "clattn: %s:%d: %s=%s is not %s in [%d, %d]; ignored", path, no, s, eq + 1,
               p->info.pow2 ? "a power of two (or 0)" : "an integer", p->info.lo, p->info.hi);
     } else {
-      *(int *)((char *)&got + p->off) = (int)v;
+      *field(&got, p) = (int)v;
       from_file[p - params] = true;
     }
   }
@@ -337,7 +345,7 @@ bool clattn_tuning_lookup(const clattn_context *log_ctx, const clattn_device_pro
   const bool read = override_path && apply_override(log_ctx, prof, out, origin, override_path);
   /* A row written for a big GPU must not exceed a small device's limits. */
   for (size_t k = 0; k < sizeof wg_params / sizeof wg_params[0]; k++) {
-    int *wg = (int *)((char *)out + params[wg_params[k]].off);
+    int *wg = field(out, &params[wg_params[k]]);
     const int was = *wg;
     while ((size_t)*wg > prof->max_work_group_size && *wg > 1) *wg /= 2;
     if (*wg != was)
@@ -368,7 +376,7 @@ size_t clattn_tuning_count(void) { return NPARAMS; }
 const char *clattn_tuning_name(size_t i) { return i < NPARAMS ? params[i].info.name : NULL; }
 
 int clattn_tuning_get(const clattn_tuning *t, size_t i) {
-  return i < NPARAMS ? *(const int *)((const char *)t + params[i].off) : 0;
+  return i < NPARAMS ? field_value(t, &params[i]) : 0;
 }
 
 int clattn_context_tuning_value(const clattn_context *ctx, size_t i) {
@@ -391,11 +399,11 @@ clattn_status clattn_context_set_tuning(clattn_context *ctx, const char *name, i
   const struct param *p = param_of(name);
   if (!p) return clattn_fail(CLATTN_INVALID_ARGUMENT, "name: no tuning parameter is called \"%s\"", name);
   const size_t i = (size_t)(p - params);
-  const int hi = clattn_tuning_device_max(&ctx->profile, i);
+  const int hi = device_max(&ctx->profile, i);
   if (!in_range(p, value) || value > hi)
     return clattn_fail(CLATTN_INVALID_ARGUMENT, "value: %s=%d is not %s in [%d, %d] on this device", name,
                        value, p->info.pow2 ? "a power of two (or 0)" : "an integer", p->info.lo, hi);
-  *(int *)((char *)&ctx->tuning + p->off) = value;
+  *field(&ctx->tuning, p) = value;
   snprintf(ctx->tuning_origin.of[i], sizeof ctx->tuning_origin.of[i], "set by clattn_context_set_tuning");
   return CLATTN_SUCCESS;
 }
