@@ -79,6 +79,9 @@ cl_mem cli_buffer(cli_env *env, size_t bytes, const char *what);
 
 /* Reads n elements of dt from element offset off into doubles (f32/f16/bf16/f64/i32). */
 bool cli_read(cli_env *env, cl_mem buf, clattn_dtype dt, size_t off, size_t n, double *out);
+/* Prints "key":"v" for a JSON object (quotes and backslashes escaped, a
+ * newline as \n, other control characters dropped), then a comma when asked. */
+void cli_json_str(const char *key, const char *v, bool comma);
 /* Monotonic wall clock in seconds. */
 double cli_now(void);
 

@@ -518,3 +518,15 @@ cl_mem cli_flush_buffer(cli_env *env, size_t *words) {
   *words = bytes / 4;
   return cli_buffer(env, bytes, "L2 flush buffer");
 }
+
+void cli_json_str(const char *key, const char *v, bool comma) {
+  printf("\"%s\":\"", key);
+  for (; *v; v++) {
+    if (*v == '"' || *v == '\\') putchar('\\');
+    if (*v == '\n')
+      fputs("\\n", stdout);
+    else if ((unsigned char)*v >= 0x20)
+      putchar(*v);
+  }
+  printf("\"%s", comma ? "," : "");
+}

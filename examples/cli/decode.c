@@ -577,14 +577,6 @@ static const char *usage =
     "\n"
     "example: clattn run decode --batch 64 --heads 32 --kv-heads 8 --head-dim 128 --ctx 4096";
 
-static void json_str(const char *key, const char *v) {
-  printf("\"%s\":\"", key);
-  for (; *v; v++) {
-    if (*v == '"' || *v == '\\') putchar('\\');
-    if ((unsigned char)*v >= 0x20) putchar(*v);
-  }
-  printf("\",");
-}
 
 int cli_run_decode(int argc, char **argv) {
   /* --devices LIST: sequence-parallel decode over several devices (merge.c) */
@@ -749,19 +741,19 @@ int cli_run_decode(int argc, char **argv) {
              tb.median_ms / t.median_ms);
   } else {
     printf("{\"op\":\"decode\",");
-    json_str("device", prof->name);
-    json_str("arch", prof->arch);
+    cli_json_str("device", prof->name, true);
+    cli_json_str("arch", prof->arch, true);
     printf("\"batch\":%d,\"q_len\":%d,\"heads\":%d,\"kv_heads\":%d,\"head_dim\":%d,\"ctx\":%d,", r->B,
            r->Mq, r->Hq, r->Hkv, r->D, r->N);
-    json_str("dtype", o->dtype);
-    json_str("kv_dtype", o->kv_dtype);
+    cli_json_str("dtype", o->dtype, true);
+    cli_json_str("kv_dtype", o->kv_dtype, true);
     printf("\"paged\":%s,\"page_size\":%d,\"varlen\":%s,\"causal\":%s,\"bias\":%s,\"lse\":%s,",
            o->paged ? "true" : "false", o->page_size, o->varlen ? "true" : "false",
            o->causal ? "true" : "false", o->bias ? "true" : "false", o->lse ? "true" : "false");
     printf("\"splits\":%d,\"time_ms\":%.6f,\"wall_ms\":%.6f,\"kv_bytes\":%.0f,\"gbps\":%.2f,",
            r->splits, t.median_ms, t.wall_ms, r->kv_bytes, gbps);
-    json_str("check", check_result);
-    json_str("kernel", kernels ? kernels : "");
+    cli_json_str("check", check_result, true);
+    cli_json_str("kernel", kernels ? kernels : "", true);
     if (check_kind)
       printf("\"max_err\":%.4g", c.o_err);
     else

@@ -38,43 +38,34 @@ static void print_params(const clattn_context *ctx) {
   }
 }
 
-static void json_str(const char *key, const char *v, bool comma) {
-  printf("\"%s\":\"", key);
-  for (; *v; v++) {
-    if (*v == '"' || *v == '\\') putchar('\\');
-    if ((unsigned char)*v >= 0x20) putchar(*v);
-  }
-  printf("\"%s", comma ? "," : "");
-}
-
 /* --json: the profile and every tuning value of one device, one line. */
 static void print_json(cl_uint index, const clattn_device_profile *p, bool is_default,
                        const clattn_context *ctx) {
   printf("{\"index\":%u,\"default\":%s,", index, is_default ? "true" : "false");
-  json_str("name", p->name, true);
-  json_str("platform", p->platform, true);
-  json_str("arch", p->arch, true);
+  cli_json_str("name", p->name, true);
+  cli_json_str("platform", p->platform, true);
+  cli_json_str("arch", p->arch, true);
   printf("\"compute_units\":%u,\"simd_width\":%u,\"max_work_group_size\":%zu,"
          "\"local_mem_bytes\":%llu,\"global_mem_bytes\":%llu,",
          p->compute_units, p->simd_width, p->max_work_group_size,
          (unsigned long long)p->local_mem_bytes, (unsigned long long)p->global_mem_bytes);
   if (!ctx) {
-    json_str("error", clattn_last_error(), false);
+    cli_json_str("error", clattn_last_error(), false);
     printf("}\n");
     return;
   }
-  json_str("tuning_file", clattn_context_tuning_file(ctx), true);
-  json_str("tuning_path", clattn_context_tuning_path(ctx), true);
-  json_str("tuning_problems", clattn_context_tuning_problems(ctx), true);
+  cli_json_str("tuning_file", clattn_context_tuning_file(ctx), true);
+  cli_json_str("tuning_path", clattn_context_tuning_path(ctx), true);
+  cli_json_str("tuning_problems", clattn_context_tuning_problems(ctx), true);
   printf("\"params\":[");
   for (size_t i = 0; i < clattn_tuning_count(); i++) {
     const clattn_tuning_param *t = clattn_tuning_param_info(i);
     printf("%s{", i ? "," : "");
-    json_str("name", t->name, true);
+    cli_json_str("name", t->name, true);
     printf("\"value\":%d,\"lo\":%d,\"hi\":%d,\"pow2\":%s,", clattn_context_tuning_value(ctx, i),
            t->lo, t->hi, t->pow2 ? "true" : "false");
-    json_str("origin", clattn_context_tuning_origin(ctx, i), true);
-    json_str("meaning", t->meaning, false);
+    cli_json_str("origin", clattn_context_tuning_origin(ctx, i), true);
+    cli_json_str("meaning", t->meaning, false);
     printf("}");
   }
   printf("]}\n");
