@@ -291,10 +291,14 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
 #else /* RR_MMA */
 
 /* dq: RB query rows per work-group, key tiles of BN. dk/dv: RB keys per
- * work-group, query tiles of BM. */
+ * work-group, query tiles of BM. Wide heads (D > 64, the host's choice):
+ * each work-group accumulates one slice of DCB column blocks of the
+ * gradients (NSL slices, grid z = Z NSL: the scores are recomputed per
+ * slice), and its own rows' fragments come from global memory per tile
+ * (FRAG_G) instead of living in registers (dq) or local memory (dk/dv). */
 #define NBK (BN / 8) /* dq: 8-key blocks of a key tile */
 #define NBQ (BM / 8) /* dk/dv: 8-query blocks of a query tile */
-#if BN % 16 || BM % 16 || 3 * BN < RB
+#if BN % 16 || BM % 16 || (!FRAG_G && 3 * BN < RB)
 #error "tensor-core backward: BN, BM multiples of 16, RB <= 3 BN"
 #endif
 
@@ -329,13 +333,15 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
 
   const int l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
   const int2 bh = rr_block_head(A, A.Hq, true);
-  const int m0 = bh.x * RB, h = bh.y, z = get_group_id(2);
+  const int m0 = bh.x * RB, h = bh.y, z = get_group_id(2) / NSL;
+  const int cb0 = (get_group_id(2) % NSL) * DCB; /* this work-group's column slice */
   const int hk = h / A.G;
 
   stage_qpos(sqpos, qpos, vqp, z, m0, RB, A);
   barrier(CLK_LOCAL_MEM_FENCE);
-  /* Q1, Q2 and dO stay in registers as A fragments */
+  /* Q1, Q2 and dO as A fragments: in registers throughout, or (FRAG_G) read per tile */
   uint4 qf1[KB], qf2[KB], dof[KB];
+#if !FRAG_G
   STAGE_Q1(Q1, vq1, z, h, m0, A.Nq, RB, smem, sqpos, A);
   copy_wait();
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -350,6 +356,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   copy_wait();
   barrier(CLK_LOCAL_MEM_FENCE);
   load_afrags(dof, smem EMU_ARG);
+#endif
 
   /* this lane's rows g and g + 8: positions, lse (log2 units; +inf where the
    * row has no keys or does not exist, so p = 0) and delta */
@@ -372,9 +379,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   if (A.causal && !kpos) n_end = (int)clamp(qhi + 1, 0L, (long)A.Nk);
 
   const float sl2 = A.scale * M_LOG2E_F;
-  float4 a1[DB], a2[DB];
+  float4 a1[DCB], a2[DCB];
   MMA_UNROLL
-  for (int db = 0; db < DB; db++) a1[db] = a2[db] = (float4)(0.0f);
+  for (int db = 0; db < DCB; db++) a1[db] = a2[db] = (float4)(0.0f);
 
   int n0 = rr_next_ktile(0, n_end, qlo, qhi, kpos, vkp, z, A);
   while (n0 < n_end) {
@@ -393,7 +400,14 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
     const bool mixed = !(cls & (RR_IN | RR_OUT));
     float4 d1[NBK], d2[NBK];
     const rr_pos pq[2] = {pq0, pq1};
+#if FRAG_G
+    if (!(cls & RR_OUT)) load_afrags_g(qf1, Q1, vq1, z, h, m0 + w * 16, A.Nq);
+    if (cls & RR_OUT || mixed) load_afrags_g(qf2, Q2, vq2, z, h, m0 + w * 16, A.Nq);
+#endif
     tile_logits(d1, 1, cls, n0, qf1, qf2, sk1, sk2, kpos ? skpos : NULL, pq, A, sl2 EMU_ARG);
+#if FRAG_G
+    load_afrags_g(dof, DO, vdo, z, h, m0 + w * 16, A.Nq);
+#endif
     qk_tile(d2, dof, 1, sv EMU_ARG); /* dP = dO V^T, in one straight run of mma */
     MMA_UNROLL
     for (int nb = 0; nb < NBK; nb++) {
@@ -416,8 +430,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
     /* dQ1 += dS1 K1, dQ2 += dS2 K2 */
     MMA_UNROLL
     for (int kk = 0; kk < BN / 16; kk++) {
-      if (!(cls & RR_OUT)) mma_rows(a1, afrag(d1[2 * kk], d1[2 * kk + 1]), sk1, kk EMU_ARG);
-      if (!(cls & RR_IN)) mma_rows(a2, afrag(d2[2 * kk], d2[2 * kk + 1]), sk2, kk EMU_ARG);
+      if (!(cls & RR_OUT)) mma_rows_slice(a1, afrag(d1[2 * kk], d1[2 * kk + 1]), sk1, kk, cb0 EMU_ARG);
+      if (!(cls & RR_IN)) mma_rows_slice(a2, afrag(d2[2 * kk], d2[2 * kk + 1]), sk2, kk, cb0 EMU_ARG);
     }
     n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
   }
@@ -430,8 +444,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   for (int db = 0; db < DB; db++) a1[db] += a2[db];
   store_frags(dq1, vdq1, z, h, n_a, A.Nq, a1, A.scale, A.scale);
 #else
-  store_frags(dq1, vdq1, z, h, n_a, A.Nq, a1, A.scale, A.scale);
-  store_frags(dq2, vdq2, z, h, n_a, A.Nq, a2, A.scale, A.scale);
+  store_frags_at(dq1, vdq1, z, h, n_a, A.Nq, a1, A.scale, A.scale, cb0, DCB);
+  store_frags_at(dq2, vdq2, z, h, n_a, A.Nq, a2, A.scale, A.scale, cb0, DCB);
 #endif
 }
 
@@ -445,13 +459,18 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
                        rr_view vdk2, __global ELT(DT) *dv, rr_view vdv, __global const int *qpos,
                        rr_view vqp, __global const int *kpos, rr_view vkp, rr_args A) {
   RR_POSITIONS(qpos, kpos);
-  /* K1, K2, V of this work-group's keys; Q1, Q2, dO of a query tile (uint4: 16-byte rows) */
-  __local uint4 skv_[3 * RB * LDS / 8], sqt_[3 * BM * LDS / 8];
-  __local ushort *skv = (__local ushort *)skv_, *sqt = (__local ushort *)sqt_;
+  /* K1, K2, V of this work-group's keys (FRAG_G: read per tile from global
+   * memory instead); Q1, Q2, dO of a query tile (uint4: 16-byte rows) */
+#if !FRAG_G
+  __local uint4 skv_[3 * RB * LDS / 8];
+  __local ushort *skv = (__local ushort *)skv_;
+  __local ushort *sk1 = skv, *sk2 = skv + RB * LDS, *sv = skv + 2 * RB * LDS;
+#endif
+  __local uint4 sqt_[3 * BM * LDS / 8];
+  __local ushort *sqt = (__local ushort *)sqt_;
   __local float slse[BM], sdelta[BM];
   __local int sqpos[BM], skpos[RB];
   EMU_DECL
-  __local ushort *sk1 = skv, *sk2 = skv + RB * LDS, *sv = skv + 2 * RB * LDS;
   __local ushort *sq1 = sqt, *sq2 = sqt + BM * LDS, *sdo = sqt + 2 * BM * LDS;
   __global const ushort *Q1 = (__global const ushort *)q1, *Q2 = (__global const ushort *)q2;
   __global const ushort *K1 = (__global const ushort *)k1, *K2 = (__global const ushort *)k2;
@@ -459,13 +478,16 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
 
   const int lid = get_local_id(0), l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
   const int2 bh = rr_block_head(A, A.Hq / A.G, false);
-  const int n0 = bh.x * RB, hk = bh.y, z = get_group_id(2);
+  const int n0 = bh.x * RB, hk = bh.y, z = get_group_id(2) / NSL;
+  const int cb0 = (get_group_id(2) % NSL) * DCB; /* this work-group's column slice */
 
   stage_kpos(skpos, kpos, vkp, z, n0, RB, A);
   barrier(CLK_LOCAL_MEM_FENCE);
+#if !FRAG_G
   mstage_ktile(K1, vk1, K2, vk2, V, vv, z, hk, n0, RB, 0, sk1, skpos, A);
   copy_wait();
   barrier(CLK_LOCAL_MEM_FENCE);
+#endif
   const int r0 = w * 16 + g, j_a = n0 + r0;
   const rr_pos pk0 = skpos[r0], pk1 = skpos[r0 + 8];
   long klo, khi;
@@ -475,9 +497,9 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
   if (A.causal && !qpos) m_start = (int)clamp(klo - (A.Nk - A.Nq), 0L, (long)A.Nq) / BM * BM;
 
   const float sl2 = A.scale * M_LOG2E_F;
-  float4 ak1[DB], ak2[DB], av[DB];
+  float4 ak1[DCB], ak2[DCB], av[DCB];
   MMA_UNROLL
-  for (int db = 0; db < DB; db++) ak1[db] = ak2[db] = av[db] = (float4)(0.0f);
+  for (int db = 0; db < DCB; db++) ak1[db] = ak2[db] = av[db] = (float4)(0.0f);
 
   for (int gq = 0; gq < A.G; gq++) {
     const int h = hk * A.G + gq;
@@ -510,12 +532,18 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
        * fragments (reloaded per tile: registers go to the accumulators) */
       float4 pt[NBQ], d2[NBQ];
       uint4 kf[KB];
-      load_afrags(kf, (cls & RR_OUT) ? sk2 : sk1 EMU_ARG);
+#if FRAG_G
+#define KFRAGS(f, G_, VG, L_) load_afrags_g(f, G_, VG, z, hk, n0 + w * 16, A.Nk)
+#else
+#define KFRAGS(f, G_, VG, L_) load_afrags(f, L_ EMU_ARG)
+#endif
+      const bool out = (cls & RR_OUT) != 0;
+      KFRAGS(kf, out ? K2 : K1, out ? vk2 : vk1, out ? sk2 : sk1);
       MMA_UNROLL
       for (int qb = 0; qb < NBQ; qb++)
         pt[qb] = qk_block(qb, kf, (cls & RR_OUT) ? sq2 : sq1 EMU_ARG);
       if (mixed) {
-        load_afrags(kf, sk2 EMU_ARG);
+        KFRAGS(kf, K2, vk2, sk2);
         MMA_UNROLL
         for (int qb = 0; qb < NBQ; qb++) d2[qb] = qk_block(qb, kf, sq2 EMU_ARG);
       }
@@ -545,9 +573,10 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
       /* dV += P^T dO */
       MMA_UNROLL
       for (int kk = 0; kk < BM / 16; kk++)
-        mma_rows(av, afrag(pt[2 * kk], pt[2 * kk + 1]), sdo, kk EMU_ARG);
+        mma_rows_slice(av, afrag(pt[2 * kk], pt[2 * kk + 1]), sdo, kk, cb0 EMU_ARG);
       /* dS^T = P^T (dP^T - delta), split by side of the window into pt (1) and d2 (2) */
-      load_afrags(kf, sv EMU_ARG); /* now V's fragments: dP^T = V dO^T */
+      KFRAGS(kf, V, vv, sv); /* now V's fragments: dP^T = V dO^T */
+#undef KFRAGS
       MMA_UNROLL
       for (int qb = 0; qb < NBQ; qb++) d2[qb] = qk_block(qb, kf, sdo EMU_ARG);
       MMA_UNROLL
@@ -570,8 +599,8 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
       /* dK1 += dS1^T Q1, dK2 += dS2^T Q2 */
       MMA_UNROLL
       for (int kk = 0; kk < BM / 16; kk++) {
-        if (!(cls & RR_OUT)) mma_rows(ak1, afrag(pt[2 * kk], pt[2 * kk + 1]), sq1, kk EMU_ARG);
-        if (!(cls & RR_IN)) mma_rows(ak2, afrag(d2[2 * kk], d2[2 * kk + 1]), sq2, kk EMU_ARG);
+        if (!(cls & RR_OUT)) mma_rows_slice(ak1, afrag(pt[2 * kk], pt[2 * kk + 1]), sq1, kk, cb0 EMU_ARG);
+        if (!(cls & RR_IN)) mma_rows_slice(ak2, afrag(d2[2 * kk], d2[2 * kk + 1]), sq2, kk, cb0 EMU_ARG);
       }
       m0 = rr_next_qtile(m0 + BM, klo, khi, qpos, vqp, z, A);
     }
@@ -584,10 +613,10 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
   for (int db = 0; db < DB; db++) ak1[db] += ak2[db];
   store_frags(dk1, vdk1, z, hk, j_a, A.Nk, ak1, A.scale, A.scale);
 #else
-  store_frags(dk1, vdk1, z, hk, j_a, A.Nk, ak1, A.scale, A.scale);
-  store_frags(dk2, vdk2, z, hk, j_a, A.Nk, ak2, A.scale, A.scale);
+  store_frags_at(dk1, vdk1, z, hk, j_a, A.Nk, ak1, A.scale, A.scale, cb0, DCB);
+  store_frags_at(dk2, vdk2, z, hk, j_a, A.Nk, ak2, A.scale, A.scale, cb0, DCB);
 #endif
-  store_frags(dv, vdv, z, hk, j_a, A.Nk, av, 1.0f, 1.0f);
+  store_frags_at(dv, vdv, z, hk, j_a, A.Nk, av, 1.0f, 1.0f, cb0, DCB);
 }
 
 #endif /* RR_MMA */

@@ -158,6 +158,7 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(rerope_stages, 0, 4, 0, "tensor-core forward: key tiles in the ring (>= 2; 0: 2)")          \
   X(rerope_warp_blocks, 0, 2, 0, "tensor-core forward: 16-row query blocks per warp (0: 1)")      \
   X(rerope_mma_block_n, 0, 64, 1, "tensor-core forward: keys per tile (32 or 64; 0: 64)")        \
+  X(rerope_bwd_cols, 0, 256, 0, "tensor-core backward, D > 64: most gradient columns per work-group (0: 64)") \
   /* quantize / dequantize / append */                                                          \
   X(quant_wg, 1, 1024, 1, "K/V cache kernels: work-items per group")
 
@@ -417,6 +418,7 @@ typedef struct clattn_rr_plan {
   int q_rows, k_rows; /* rows per work-group: queries (forward, dq), keys (dk/dv) */
   int stages;         /* tensor-core forward: key tiles in flight + 1 (-DSTAGES), else 0 */
   int mt;             /* tensor-core forward: 16-row blocks per warp (-DMT), else 0 */
+  int nsl;            /* tensor-core backward, D > 64: column slices (-DNSL; grid z = Z nsl), else 0 */
 } clattn_rr_plan;
 
 /* Chooses kernels and tiles; `views` are the tensors the kernels read with

@@ -211,14 +211,17 @@ static bool aligned16(const clattn_tensor *t) {
   return true;
 }
 
-/* Tensor-core kernels: 4 warps of 16 query rows (the m16n8k16 fragment
- * height), key tiles of 64 (32 for wide heads: registers and local memory). */
+/* Tensor-core kernels, f16/bf16 with D a multiple of 16 up to 256: 4 warps
+ * of 16 query rows (the m16n8k16 fragment height), key tiles of 64 (32 or
+ * 16 for wide heads: registers and local memory). */
 static bool plan_mma(const clattn_context *ctx, const clattn_rr_problem *p, clattn_rr_kind kind,
                      const clattn_tensor *const *views, int n_views, bool emulate,
                      clattn_rr_plan *pl) {
   /* backward: the dk1, dk2, dv accumulators and the K/V tiles of 64 keys fit the
-   * registers and 48 KiB up to D = 64 */
-  if (p->dtype == CLATTN_F32 || p->D % 16 || p->D > (kind == CLATTN_RR_FWD ? 128 : 64))
+   * registers and 48 KiB up to D = 64; wider heads take column slices (below),
+   * their q and k as given (on the fly, q and k are rotated while staged) */
+  const bool wide = kind == CLATTN_RR_BWD && p->D > 64;
+  if (p->dtype == CLATTN_F32 || p->D % 16 || p->D > 256 || (wide && p->rotary))
     return false;
   for (int i = 0; i < n_views; i++)
     if (!aligned16(views[i])) return false;
@@ -231,8 +234,9 @@ static bool plan_mma(const clattn_context *ctx, const clattn_rr_problem *p, clat
   const size_t row = 2 * ((size_t)p->D + 8), emu = emulate ? 2 * 4 * 8 * (size_t)pl->wg : 0;
   size_t bytes;
   if (kind == CLATTN_RR_FWD) {
-    /* each warp owns mt blocks of 16 query rows */
-    pl->mt = ctx->tuning.rerope_warp_blocks == 2 ? 2 : 1;
+    /* each warp owns mt blocks of 16 query rows (one above D = 128: the
+     * accumulators and Q's fragments of two would pass the registers) */
+    pl->mt = ctx->tuning.rerope_warp_blocks == 2 && p->D <= 128 ? 2 : 1;
     pl->bm = pl->q_rows = 16 * pl->mt * (pl->wg / 32);
     const int tbn = ctx->tuning.rerope_mma_block_n;
     pl->bn = p->D <= 64 ? (tbn == 32 ? 32 : 64) : 32;
@@ -250,12 +254,30 @@ static bool plan_mma(const clattn_context *ctx, const clattn_rr_problem *p, clat
     }
     if (pl->stages * 2 * pl->bn < pl->bm) return false;
     bytes = pl->stages * 2 * pl->bn * row + 4 * ((size_t)pl->bm + pl->bn) + emu;
-  } else { /* dq: 64 query rows, key tiles of 32; dk/dv: 64 keys, query tiles of 32 */
+  } else if (!wide) { /* dq: 64 query rows, key tiles of 32; dk/dv: 64 keys, query tiles of 32 */
     pl->q_rows = pl->k_rows = 64;
     pl->bm = pl->bn = 32;
     const size_t dq = 3 * pl->bn * row + 4 * (64 + (size_t)pl->bn);
     const size_t dkdv = 3 * 64 * row + 3 * pl->bm * row + 4 * (3 * (size_t)pl->bm + 64);
     bytes = (dq > dkdv ? dq : dkdv) + emu;
+  } else {
+    /* D > 64: each work-group accumulates one slice of the gradients' columns
+     * (the fewest slices of whole 8-column blocks within rerope_bwd_cols:
+     * H200, D = 128, two slices of 64: 250 registers, no spills), and reads
+     * its own rows' fragments from global memory per tile; only the other
+     * side's tiles, of 32 rows (16 where 32 pass the local memory), are staged */
+    const int cap = ctx->tuning.rerope_bwd_cols ? ctx->tuning.rerope_bwd_cols : 64;
+    const int blocks = p->D / 8;
+    pl->nsl = blocks;
+    for (int n = 1; n <= blocks; n++)
+      if (blocks % n == 0 && p->D / n <= cap) {
+        pl->nsl = n;
+        break;
+      }
+    pl->q_rows = pl->k_rows = 64;
+    pl->bm = pl->bn = 32;
+    if (3 * 32 * row + 4 * (3 * 32 + 64) + emu > ctx->profile.local_mem_bytes) pl->bm = pl->bn = 16;
+    bytes = 3 * (size_t)pl->bm * row + 4 * (3 * (size_t)pl->bm + 64) + emu;
   }
   return bytes <= ctx->profile.local_mem_bytes &&
          (size_t)pl->wg <= ctx->profile.max_work_group_size;
@@ -278,6 +300,7 @@ void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *pl, cha
                        size_t size) {
   char stages[40] = "";
   if (pl->stages) snprintf(stages, sizeof stages, " -DSTAGES=%d -DMT=%d", pl->stages, pl->mt);
+  if (pl->nsl) snprintf(stages, sizeof stages, " -DNSL=%d -DFRAG_G=1", pl->nsl);
   snprintf(buf, size, "-DDT=%s -DD=%d -DROTARY=%d -DBM=%d -DBN=%d -DWG=%d -DCT=%d -DRR_MMA=%d%s%s%s%s",
            clattn_dtype_cl(p->dtype), p->D, p->rotary, pl->bm, pl->bn, pl->wg, pl->ct, pl->mma,
            stages, p->q_pos ? " -DQPOS=1" : "", p->k_pos ? " -DKPOS=1" : "",
@@ -435,7 +458,7 @@ void clattn_rerope_variants(clattn_variant_fn fn, void *priv) {
   memset(&p, 0, sizeof p);
   p.dtype = CLATTN_F16;
   p.D = 64;
-  clattn_rr_plan pl = {1, 1, 128, 32, 128, 8, 128, 64, 3, 2};
+  clattn_rr_plan pl = {1, 1, 128, 32, 128, 8, 128, 64, 3, 2, 0};
   clattn_rr_options(&p, &pl, opts, sizeof opts);
   fn(priv, "rerope.cl", opts);
   pl.bm = pl.bn = 32;
@@ -443,6 +466,12 @@ void clattn_rerope_variants(clattn_variant_fn fn, void *priv) {
   p.rotary = 1;
   const clattn_tensor given = {0};
   p.q_pos = p.k_pos = &given; /* positions given */
+  clattn_rr_options(&p, &pl, opts, sizeof opts);
+  fn(priv, "rerope_bwd.cl", opts);
+  /* a wide head's backward: column slices, fragments from global memory */
+  p.D = 128;
+  p.rotary = 0;
+  pl.nsl = 2;
   clattn_rr_options(&p, &pl, opts, sizeof opts);
   fn(priv, "rerope_bwd.cl", opts);
 }

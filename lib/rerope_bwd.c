@@ -76,6 +76,7 @@ static clattn_status run_bwd(clattn_context *ctx, cl_command_queue queue,
   if (ws_bytes || clattn_present(t->ws))
     CLATTN_TRY(clattn_workspace_acquire(ctx, t->ws, ws_bytes, "clattn_rerope_bwd_workspace_size", &w));
   const cl_mem ws = w.buf;
+  const size_t slices = pl.nsl ? (size_t)pl.nsl : 1; /* wide heads: a work-group per column slice */
   /* delta laid out [Z, Hq, Nq] contiguous */
   const clattn_rr_view dv = {w.off, (cl_long)p->Hq * p->Nq, p->Nq, 1, 0};
 
@@ -93,7 +94,7 @@ static clattn_status run_bwd(clattn_context *ctx, cl_command_queue queue,
                                  &delta_slot, t->dk1, t->dk2, t->dv, p->q_pos, p->k_pos};
     size_t local[3] = {(size_t)pl.wg, 1, 1};
     size_t global[3] = {((size_t)p->Nk + pl.k_rows - 1) / pl.k_rows * pl.wg, (size_t)p->Hkv,
-                        (size_t)p->Z};
+                        (size_t)p->Z * slices};
     s = enqueue(ctx, queue, "rerope_bwd.cl", opts, "clattn_rerope_bwd_dkdv", ts, 13, &dv, ws, p,
                 global, local, 1, &ev_pre, &ev_dkdv);
   }
@@ -102,7 +103,7 @@ static clattn_status run_bwd(clattn_context *ctx, cl_command_queue queue,
                                  t->lse, &delta_slot, t->dq1, t->dq2, p->q_pos, p->k_pos};
     size_t local[3] = {(size_t)pl.wg, 1, 1};
     size_t global[3] = {((size_t)p->Nq + pl.q_rows - 1) / pl.q_rows * pl.wg, (size_t)p->Hq,
-                        (size_t)p->Z};
+                        (size_t)p->Z * slices};
     /* dq depends only on delta; ordering after dkdv keeps one final event on in-order and
      * out-of-order queues alike. */
     s = enqueue(ctx, queue, "rerope_bwd.cl", opts, "clattn_rerope_bwd_dq", ts, 12, &dv, ws, p,

@@ -30,6 +30,7 @@ typedef struct rcase {
   int stages;      /* the tensor-core forward's ring of key tiles (0: the tuning row's) */
   int warp_blocks; /* ... and its 16-row query blocks per warp (0: the tuning row's) */
   int block_n;     /* ... and its keys per tile (0: the tuning row's) */
+  int bwd_cols;    /* the tensor-core backward's columns per work-group, D > 64 (0: the row's) */
 } rcase;
 
 static double *rand_tensor(size_t n, clattn_dtype dt) {
@@ -174,7 +175,7 @@ static bool runs_mma(const clattn_tensor *q, const clattn_tensor *k, const clatt
 
 static void run_case(const rcase *c) {
   char name[256];
-  CASE_NAME(name, "rerope Z=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d W=%d %s%s%s%s%s%s%s scale=%g stages=%d mt=%d bn=%d", c->Z, c->Hq,
+  CASE_NAME(name, "rerope Z=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d W=%d %s%s%s%s%s%s%s scale=%g stages=%d mt=%d bn=%d cols=%d", c->Z, c->Hq,
             c->Hkv, c->Nq, c->Nk, c->D, c->W, clattn_dtype_name(c->dt), c->causal ? " causal" : "",
             c->rotary ? (c->interleaved ? " rotary-interleaved" : " rotary-neox") : "",
             c->positions == 1   ? " pos"
@@ -184,7 +185,7 @@ static void run_case(const rcase *c) {
             c->path == 1   ? " portable"
             : c->path == 2 ? " mma"
                            : "",
-            (double)c->scale, c->stages, c->warp_blocks, c->block_n);
+            (double)c->scale, c->stages, c->warp_blocks, c->block_n, c->bwd_cols);
   if (getenv("RR_ONLY") && !strstr(name, getenv("RR_ONLY"))) return;
   fprintf(stderr, "  %s\n", name);
   clattn_force_path(c->path);
@@ -192,6 +193,7 @@ static void run_case(const rcase *c) {
   if (c->stages) fx.ctx->tuning.rerope_stages = c->stages;
   if (c->warp_blocks) fx.ctx->tuning.rerope_warp_blocks = c->warp_blocks;
   if (c->block_n) fx.ctx->tuning.rerope_mma_block_n = c->block_n;
+  if (c->bwd_cols) fx.ctx->tuning.rerope_bwd_cols = c->bwd_cols;
   const float scale = c->scale;
   const double ref_scale = scale != 0.0f ? (double)scale : 1.0 / sqrt((double)c->D);
   const int Z = c->Z, Hq = c->Hq, Hkv = c->Hkv, Nq = c->Nq, Nk = c->Nk, D = c->D;
@@ -591,6 +593,48 @@ static void test_mma(void) {
   run_case(&c);
 }
 
+/* The tensor-core backward of wide heads (D > 64): each work-group
+ * accumulates one column slice of the gradients and reads its own rows'
+ * fragments from global memory. Slices of an even and an odd number of
+ * 8-column blocks (D = 128: 2 x 8; D = 80: 2 x 5), three slices (D = 96 with
+ * 32 columns per work-group), one slice (D = 96, 96 columns), D = 256, GQA,
+ * band edges, keys past the last tile, causal or not. Same tolerance as the
+ * D <= 64 kernels: the same products, P and dS rounded to the dtype. */
+static void test_mma_wide(void) {
+  rcase c = base();
+  c.path = 2;
+  c.dt = CLATTN_F16;
+  c.bwd = 1;
+  c.D = 128;
+  c.Hq = 4, c.Hkv = 2;
+  c.Nq = 70, c.Nk = 150; /* key tiles wholly outside, band edges, inside */
+  c.W = 21;
+  c.causal = 1;
+  run_case(&c);
+  c.dt = CLATTN_BF16;
+  c.D = 80;
+  c.Hq = 2, c.Hkv = 1;
+  c.causal = 0;
+  c.Nq = 40, c.Nk = 90;
+  c.W = 30;
+  run_case(&c);
+  c.dt = CLATTN_F16;
+  c.D = 96;
+  c.bwd_cols = 32;
+  c.causal = 1;
+  c.Nq = c.Nk = 67;
+  c.W = 70; /* W >= N: plain attention */
+  run_case(&c);
+  c.bwd_cols = 96;
+  c.W = 0;
+  run_case(&c);
+  c.bwd_cols = 0;
+  c.D = 256;
+  c.Nq = c.Nk = 33;
+  c.W = 9;
+  run_case(&c);
+}
+
 /* ---------------------------------------------------------------- finite differences */
 
 /* The analytic gradients of the reference against central differences of its
@@ -774,11 +818,11 @@ static void test_errors(void) {
 }
 
 /* clattn_rerope_kernels names what the planner picks: the portable kernels
- * when forced, tensor cores when forced where the shape allows (f16, D = 32:
- * both directions; D = 96 forward only, the backward's tensor cores stop at
- * 64), nothing for invalid params (the reason named). D = 32, not 64: the
- * emulated backward (CLATTN_PORTABLE=1 on NVIDIA) needs 8 KiB of local memory
- * more, which at 64 passes 48 KiB. */
+ * when forced, tensor cores when forced where the shape allows (f16, D = 32
+ * and D = 96, both directions: the backward in column slices at 96), nothing
+ * for invalid params (the reason named). D = 32, not 64: the emulated
+ * backward (CLATTN_PORTABLE=1 on NVIDIA) needs 8 KiB of local memory more,
+ * which at 64 passes 48 KiB. */
 static void test_kernels_named(void) {
   const int Z = 1, H = 2, N = 32;
   for (int d = 32; d <= 96; d += 64) {
@@ -790,7 +834,7 @@ static void test_kernels_named(void) {
     CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 1), "portable");
     clattn_force_path(2);
     CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 0), "tensor cores");
-    CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 1), d == 32 ? "tensor cores" : "portable");
+    CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 1), "tensor cores");
     p.v.shape[2] = N - 1;
     CU_ASSERT_PTR_NULL(clattn_rerope_kernels(fx.ctx, &p, 0));
     CU_ASSERT_PTR_NOT_NULL(strstr(clattn_last_error(), "v.shape[2]"));
@@ -817,6 +861,7 @@ int main(int argc, char **argv) {
   CU_add_test(s, "rotary neox/interleaved, positions default/shared/per-batch", test_rotary);
   CU_add_test(s, "rotary f16 against the explicit kernels", test_rotary_f16);
   CU_add_test(s, "tensor-core kernels (PTX emulated off NVIDIA)", test_mma);
+  CU_add_test(s, "tensor-core backward of wide heads, column slices", test_mma_wide);
   if (!select_part(argc, argv)) return 1; /* tests/part.h */
   return run_suites();
 }
