@@ -296,6 +296,18 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
  * gradients (NSL slices, grid z = Z NSL: the scores are recomputed per
  * slice), and its own rows' fragments come from global memory per tile
  * (FRAG_G) instead of living in registers (dq) or local memory (dk/dv). */
+/* Wide heads also take the tiles in two phases (NPH 2): the tiles inside
+ * the window (and band edges) first, accumulating dq1 (dk1), stored; then
+ * those outside (and band edges again) into the same registers for dq2
+ * (dk2): one accumulator of the pair is live at a time. */
+#if FRAG_G
+#define NPH 2
+#define PH_SKIP(cls, ph) ((ph) ? ((cls) & RR_IN) : ((cls) & RR_OUT)) /* not this phase's side */
+#define PH_IS(ph, want) ((ph) == (want))
+#else
+#define NPH 1
+#define PH_IS(ph, want) 1
+#endif
 #define NBK (BN / 8) /* dq: 8-key blocks of a key tile */
 #define NBQ (BM / 8) /* dk/dv: 8-query blocks of a query tile */
 #if BN % 16 || BM % 16 || (!FRAG_G && 3 * BN < RB)
@@ -379,13 +391,26 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   if (A.causal && !kpos) n_end = (int)clamp(qhi + 1, 0L, (long)A.Nk);
 
   const float sl2 = A.scale * M_LOG2E_F;
+#if FRAG_G
+  float4 a[DCB]; /* dq1, then dq2 */
+#define a1 a
+#define a2 a
+#else
   float4 a1[DCB], a2[DCB];
+#endif
   MMA_UNROLL
   for (int db = 0; db < DCB; db++) a1[db] = a2[db] = (float4)(0.0f);
 
+  for (int ph = 0; ph < NPH; ph++) {
   int n0 = rr_next_ktile(0, n_end, qlo, qhi, kpos, vkp, z, A);
   while (n0 < n_end) {
     const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
+#if FRAG_G
+    if (PH_SKIP(cls, ph)) {
+      n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
+      continue;
+    }
+#endif
     barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile (and the staging) is no longer read */
     stage_kpos(skpos, kpos, vkp, z, n0, BN, A);
 #if ROTARY
@@ -430,10 +455,18 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
     /* dQ1 += dS1 K1, dQ2 += dS2 K2 */
     MMA_UNROLL
     for (int kk = 0; kk < BN / 16; kk++) {
-      if (!(cls & RR_OUT)) mma_rows_slice(a1, afrag(d1[2 * kk], d1[2 * kk + 1]), sk1, kk, cb0 EMU_ARG);
-      if (!(cls & RR_IN)) mma_rows_slice(a2, afrag(d2[2 * kk], d2[2 * kk + 1]), sk2, kk, cb0 EMU_ARG);
+      if (!(cls & RR_OUT) && PH_IS(ph, 0))
+        mma_rows_slice(a1, afrag(d1[2 * kk], d1[2 * kk + 1]), sk1, kk, cb0 EMU_ARG);
+      if (!(cls & RR_IN) && PH_IS(ph, 1))
+        mma_rows_slice(a2, afrag(d2[2 * kk], d2[2 * kk + 1]), sk2, kk, cb0 EMU_ARG);
     }
     n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
+  }
+#if FRAG_G
+  store_frags_at(ph ? dq2 : dq1, ph ? vdq2 : vdq1, z, h, n_a, A.Nq, a, A.scale, A.scale, cb0, DCB);
+  MMA_UNROLL
+  for (int db = 0; db < DCB; db++) a[db] = (float4)(0.0f);
+#endif
   }
 
 #if ROTARY
@@ -443,10 +476,12 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   MMA_UNROLL
   for (int db = 0; db < DB; db++) a1[db] += a2[db];
   store_frags(dq1, vdq1, z, h, n_a, A.Nq, a1, A.scale, A.scale);
-#else
+#elif !FRAG_G
   store_frags_at(dq1, vdq1, z, h, n_a, A.Nq, a1, A.scale, A.scale, cb0, DCB);
   store_frags_at(dq2, vdq2, z, h, n_a, A.Nq, a2, A.scale, A.scale, cb0, DCB);
 #endif
+#undef a1
+#undef a2
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
@@ -497,15 +532,28 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
   if (A.causal && !qpos) m_start = (int)clamp(klo - (A.Nk - A.Nq), 0L, (long)A.Nq) / BM * BM;
 
   const float sl2 = A.scale * M_LOG2E_F;
+#if FRAG_G
+  float4 ak[DCB], av[DCB]; /* dk1, then dk2 */
+#define ak1 ak
+#define ak2 ak
+#else
   float4 ak1[DCB], ak2[DCB], av[DCB];
+#endif
   MMA_UNROLL
   for (int db = 0; db < DCB; db++) ak1[db] = ak2[db] = av[db] = (float4)(0.0f);
 
+  for (int ph = 0; ph < NPH; ph++) {
   for (int gq = 0; gq < A.G; gq++) {
     const int h = hk * A.G + gq;
     int m0 = rr_next_qtile(m_start, klo, khi, qpos, vqp, z, A);
     while (m0 < A.Nq) {
       const int cls = rr_qclass(m0, klo, khi, qpos, vqp, z, A);
+#if FRAG_G
+      if (PH_SKIP(cls, ph)) {
+        m0 = rr_next_qtile(m0 + BM, klo, khi, qpos, vqp, z, A);
+        continue;
+      }
+#endif
       barrier(CLK_LOCAL_MEM_FENCE); /* the previous query tile is no longer read */
       for (int x = lid; x < BM; x += WG) {
         const bool in = m0 + x < A.Nq;
@@ -571,9 +619,12 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
                           fast_exp2(pt[qb].z - la), fast_exp2(pt[qb].w - lb));
       }
       /* dV += P^T dO */
-      MMA_UNROLL
-      for (int kk = 0; kk < BM / 16; kk++)
-        mma_rows_slice(av, afrag(pt[2 * kk], pt[2 * kk + 1]), sdo, kk, cb0 EMU_ARG);
+      /* (two phases: a band edge's in the first) */
+      if (PH_IS(ph, 0) || (cls & RR_OUT)) {
+        MMA_UNROLL
+        for (int kk = 0; kk < BM / 16; kk++)
+          mma_rows_slice(av, afrag(pt[2 * kk], pt[2 * kk + 1]), sdo, kk, cb0 EMU_ARG);
+      }
       /* dS^T = P^T (dP^T - delta), split by side of the window into pt (1) and d2 (2) */
       KFRAGS(kf, V, vv, sv); /* now V's fragments: dP^T = V dO^T */
 #undef KFRAGS
@@ -599,11 +650,19 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
       /* dK1 += dS1^T Q1, dK2 += dS2^T Q2 */
       MMA_UNROLL
       for (int kk = 0; kk < BM / 16; kk++) {
-        if (!(cls & RR_OUT)) mma_rows_slice(ak1, afrag(pt[2 * kk], pt[2 * kk + 1]), sq1, kk, cb0 EMU_ARG);
-        if (!(cls & RR_IN)) mma_rows_slice(ak2, afrag(d2[2 * kk], d2[2 * kk + 1]), sq2, kk, cb0 EMU_ARG);
+        if (!(cls & RR_OUT) && PH_IS(ph, 0))
+          mma_rows_slice(ak1, afrag(pt[2 * kk], pt[2 * kk + 1]), sq1, kk, cb0 EMU_ARG);
+        if (!(cls & RR_IN) && PH_IS(ph, 1))
+          mma_rows_slice(ak2, afrag(d2[2 * kk], d2[2 * kk + 1]), sq2, kk, cb0 EMU_ARG);
       }
       m0 = rr_next_qtile(m0 + BM, klo, khi, qpos, vqp, z, A);
     }
+  }
+#if FRAG_G
+  store_frags_at(ph ? dk2 : dk1, ph ? vdk2 : vdk1, z, hk, j_a, A.Nk, ak, A.scale, A.scale, cb0, DCB);
+  MMA_UNROLL
+  for (int db = 0; db < DCB; db++) ak[db] = (float4)(0.0f);
+#endif
   }
 
 #if ROTARY
@@ -612,10 +671,12 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
   MMA_UNROLL
   for (int db = 0; db < DB; db++) ak1[db] += ak2[db];
   store_frags(dk1, vdk1, z, hk, j_a, A.Nk, ak1, A.scale, A.scale);
-#else
+#elif !FRAG_G
   store_frags_at(dk1, vdk1, z, hk, j_a, A.Nk, ak1, A.scale, A.scale, cb0, DCB);
   store_frags_at(dk2, vdk2, z, hk, j_a, A.Nk, ak2, A.scale, A.scale, cb0, DCB);
 #endif
+#undef ak1
+#undef ak2
   store_frags_at(dv, vdv, z, hk, j_a, A.Nk, av, 1.0f, 1.0f, cb0, DCB);
 }
 

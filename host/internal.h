@@ -158,7 +158,7 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(rerope_stages, 0, 4, 0, "tensor-core forward: key tiles in the ring (>= 2; 0: 2)")          \
   X(rerope_warp_blocks, 0, 2, 0, "tensor-core forward: 16-row query blocks per warp (0: 1)")      \
   X(rerope_mma_block_n, 0, 64, 1, "tensor-core forward: keys per tile (32 or 64; 0: 64)")        \
-  X(rerope_bwd_cols, 0, 256, 0, "tensor-core backward, D > 64: most gradient columns per work-group (0: 64)") \
+  X(rerope_bwd_cols, 0, 256, 0, "tensor-core backward, D > 64: most gradient columns per work-group (0: all)") \
   /* quantize / dequantize / append */                                                          \
   X(quant_wg, 1, 1024, 1, "K/V cache kernels: work-items per group")
 

@@ -261,12 +261,18 @@ static bool plan_mma(const clattn_context *ctx, const clattn_rr_problem *p, clat
     const size_t dkdv = 3 * 64 * row + 3 * pl->bm * row + 4 * (3 * (size_t)pl->bm + 64);
     bytes = (dq > dkdv ? dq : dkdv) + emu;
   } else {
-    /* D > 64: each work-group accumulates one slice of the gradients' columns
-     * (the fewest slices of whole 8-column blocks within rerope_bwd_cols:
-     * H200, D = 128, two slices of 64: 250 registers, no spills), and reads
-     * its own rows' fragments from global memory per tile; only the other
-     * side's tiles, of 32 rows (16 where 32 pass the local memory), are staged */
-    const int cap = ctx->tuning.rerope_bwd_cols ? ctx->tuning.rerope_bwd_cols : 64;
+    /* D > 64: each work-group reads its own rows' fragments from global
+     * memory per tile; only the other side's tiles, of 32 rows (16 where 32
+     * pass the local memory), are staged. It accumulates one slice of the
+     * gradients' columns: the fewest slices of whole 8-column blocks within
+     * rerope_bwd_cols, by default one. Recomputing the scores per slice costs
+     * more than registers spilled by whole rows (H200, Z=1 H=32 causal,
+     * W = N/4, before the two phases: D = 128, N = 8192, 16 / 8 / 4 column
+     * blocks per slice 23.6 / 34.3 / 65.8 ms; D = 256, N = 4096, 32 / 16 / 8
+     * blocks 22.8 / 30.2 / 50.9 ms; with them, D = 128 21.0 against 36.1 ms
+     * for two slices, D = 256 22.5 against 28.3); a device with fewer
+     * registers may want slices. */
+    const int cap = ctx->tuning.rerope_bwd_cols ? ctx->tuning.rerope_bwd_cols : p->D;
     const int blocks = p->D / 8;
     pl->nsl = blocks;
     for (int n = 1; n <= blocks; n++)
@@ -468,10 +474,11 @@ void clattn_rerope_variants(clattn_variant_fn fn, void *priv) {
   p.q_pos = p.k_pos = &given; /* positions given */
   clattn_rr_options(&p, &pl, opts, sizeof opts);
   fn(priv, "rerope_bwd.cl", opts);
-  /* a wide head's backward: column slices, fragments from global memory */
+  /* a wide head's backward: fragments from global memory, whole rows or column slices */
   p.D = 128;
   p.rotary = 0;
-  pl.nsl = 2;
-  clattn_rr_options(&p, &pl, opts, sizeof opts);
-  fn(priv, "rerope_bwd.cl", opts);
+  for (pl.nsl = 1; pl.nsl <= 2; pl.nsl++) {
+    clattn_rr_options(&p, &pl, opts, sizeof opts);
+    fn(priv, "rerope_bwd.cl", opts);
+  }
 }

@@ -593,13 +593,14 @@ static void test_mma(void) {
   run_case(&c);
 }
 
-/* The tensor-core backward of wide heads (D > 64): each work-group
- * accumulates one column slice of the gradients and reads its own rows'
- * fragments from global memory. Slices of an even and an odd number of
- * 8-column blocks (D = 128: 2 x 8; D = 80: 2 x 5), three slices (D = 96 with
- * 32 columns per work-group), one slice (D = 96, 96 columns), D = 256, GQA,
- * band edges, keys past the last tile, causal or not. Same tolerance as the
- * D <= 64 kernels: the same products, P and dS rounded to the dtype. */
+/* The tensor-core backward of wide heads (D > 64): each work-group reads
+ * its own rows' fragments from global memory and accumulates whole rows of
+ * the gradients, or (rerope_bwd_cols) one column slice: slices of an even
+ * and an odd number of 8-column blocks (D = 128: 2 x 8; D = 80: 2 x 5),
+ * three slices (D = 96, 32 columns), whole rows (D = 96, D = 256); GQA,
+ * band edges, keys past the last tile, causal or not. The forward above
+ * D = 128 on tensor cores too. Same tolerance as the D <= 64 kernels: the
+ * same products, P and dS rounded to the dtype. */
 static void test_mma_wide(void) {
   rcase c = base();
   c.path = 2;
@@ -610,7 +611,9 @@ static void test_mma_wide(void) {
   c.Nq = 70, c.Nk = 150; /* key tiles wholly outside, band edges, inside */
   c.W = 21;
   c.causal = 1;
+  c.bwd_cols = 64;
   run_case(&c);
+  c.bwd_cols = 40;
   c.dt = CLATTN_BF16;
   c.D = 80;
   c.Hq = 2, c.Hkv = 1;
@@ -625,10 +628,9 @@ static void test_mma_wide(void) {
   c.Nq = c.Nk = 67;
   c.W = 70; /* W >= N: plain attention */
   run_case(&c);
-  c.bwd_cols = 96;
+  c.bwd_cols = 0;
   c.W = 0;
   run_case(&c);
-  c.bwd_cols = 0;
   c.D = 256;
   c.Nq = c.Nk = 33;
   c.W = 9;
