@@ -402,65 +402,65 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   for (int db = 0; db < DCB; db++) a1[db] = a2[db] = (float4)(0.0f);
 
   for (int ph = 0; ph < NPH; ph++) {
-  int n0 = rr_next_ktile(0, n_end, qlo, qhi, kpos, vkp, z, A);
-  while (n0 < n_end) {
-    const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
+    int n0 = rr_next_ktile(0, n_end, qlo, qhi, kpos, vkp, z, A);
+    while (n0 < n_end) {
+      const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
 #if FRAG_G
-    if (PH_SKIP(cls, ph)) {
-      n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
-      continue;
-    }
+      if (PH_SKIP(cls, ph)) {
+        n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
+        continue;
+      }
 #endif
-    barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile (and the staging) is no longer read */
-    stage_kpos(skpos, kpos, vkp, z, n0, BN, A);
+      barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile (and the staging) is no longer read */
+      stage_kpos(skpos, kpos, vkp, z, n0, BN, A);
 #if ROTARY
-    barrier(CLK_LOCAL_MEM_FENCE); /* the positions, for k1's rotation */
+      barrier(CLK_LOCAL_MEM_FENCE); /* the positions, for k1's rotation */
 #endif
-    mstage_ktile(K1, vk1, K2, vk2, V, vv, z, hk, n0, BN, cls, sk1, skpos, A);
-    copy_wait();
-    barrier(CLK_LOCAL_MEM_FENCE);
+      mstage_ktile(K1, vk1, K2, vk2, V, vv, z, hk, n0, BN, cls, sk1, skpos, A);
+      copy_wait();
+      barrier(CLK_LOCAL_MEM_FENCE);
 
-    /* P from the forward's lse; dS = P (dP - delta), split by side of the
-     * window: d1 (q1 . k1 pairs), d2 (q2 . k2 pairs) */
-    const bool mixed = !(cls & (RR_IN | RR_OUT));
-    float4 d1[NBK], d2[NBK];
-    const rr_pos pq[2] = {pq0, pq1};
+      /* P from the forward's lse; dS = P (dP - delta), split by side of the
+       * window: d1 (q1 . k1 pairs), d2 (q2 . k2 pairs) */
+      const bool mixed = !(cls & (RR_IN | RR_OUT));
+      float4 d1[NBK], d2[NBK];
+      const rr_pos pq[2] = {pq0, pq1};
 #if FRAG_G
-    if (!(cls & RR_OUT)) load_afrags_g(qf1, Q1, vq1, z, h, m0 + w * 16, A.Nq);
-    if (cls & RR_OUT || mixed) load_afrags_g(qf2, Q2, vq2, z, h, m0 + w * 16, A.Nq);
+      if (!(cls & RR_OUT)) load_afrags_g(qf1, Q1, vq1, z, h, m0 + w * 16, A.Nq);
+      if (cls & RR_OUT || mixed) load_afrags_g(qf2, Q2, vq2, z, h, m0 + w * 16, A.Nq);
 #endif
-    tile_logits(d1, 1, cls, n0, qf1, qf2, sk1, sk2, kpos ? skpos : NULL, pq, A, sl2 EMU_ARG);
+      tile_logits(d1, 1, cls, n0, qf1, qf2, sk1, sk2, kpos ? skpos : NULL, pq, A, sl2 EMU_ARG);
 #if FRAG_G
-    load_afrags_g(dof, DO, vdo, z, h, m0 + w * 16, A.Nq);
+      load_afrags_g(dof, DO, vdo, z, h, m0 + w * 16, A.Nq);
 #endif
-    qk_tile(d2, dof, 1, sv EMU_ARG); /* dP = dO V^T, in one straight run of mma */
-    MMA_UNROLL
-    for (int nb = 0; nb < NBK; nb++) {
-      const float4 c = d1[nb];
-      const float4 p = (float4)(fast_exp2(c.x - ls0), fast_exp2(c.y - ls0), fast_exp2(c.z - ls1),
-                                fast_exp2(c.w - ls1));
-      d1[nb] = d2[nb] = p * (d2[nb] - (float4)(dl0, dl0, dl1, dl1)); /* dS */
-    }
-    if (mixed) {
+      qk_tile(d2, dof, 1, sv EMU_ARG); /* dP = dO V^T, in one straight run of mma */
       MMA_UNROLL
       for (int nb = 0; nb < NBK; nb++) {
-        const int cc = nb * 8 + 2 * t;
-        const rr_pos pk0 = kpos ? skpos[cc] : n0 + cc, pk1 = kpos ? skpos[cc + 1] : n0 + cc + 1;
-        const int4 in = (int4)(rr_inside(pq0, pk0, A), rr_inside(pq0, pk1, A),
-                               rr_inside(pq1, pk0, A), rr_inside(pq1, pk1, A));
-        d1[nb] = select((float4)(0.0f), d1[nb], in != 0);
-        d2[nb] = select(d2[nb], (float4)(0.0f), in != 0);
+        const float4 c = d1[nb];
+        const float4 p = (float4)(fast_exp2(c.x - ls0), fast_exp2(c.y - ls0), fast_exp2(c.z - ls1),
+                                  fast_exp2(c.w - ls1));
+        d1[nb] = d2[nb] = p * (d2[nb] - (float4)(dl0, dl0, dl1, dl1)); /* dS */
       }
-    } /* else only the tile's side is used */
-    /* dQ1 += dS1 K1, dQ2 += dS2 K2 */
-    MMA_UNROLL
-    for (int kk = 0; kk < BN / 16; kk++) {
-      if (!(cls & RR_OUT) && PH_IS(ph, 0))
-        mma_rows_slice(a1, afrag(d1[2 * kk], d1[2 * kk + 1]), sk1, kk, cb0 EMU_ARG);
-      if (!(cls & RR_IN) && PH_IS(ph, 1))
-        mma_rows_slice(a2, afrag(d2[2 * kk], d2[2 * kk + 1]), sk2, kk, cb0 EMU_ARG);
-    }
-    n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
+      if (mixed) {
+        MMA_UNROLL
+        for (int nb = 0; nb < NBK; nb++) {
+          const int cc = nb * 8 + 2 * t;
+          const rr_pos pk0 = kpos ? skpos[cc] : n0 + cc, pk1 = kpos ? skpos[cc + 1] : n0 + cc + 1;
+          const int4 in = (int4)(rr_inside(pq0, pk0, A), rr_inside(pq0, pk1, A),
+                                 rr_inside(pq1, pk0, A), rr_inside(pq1, pk1, A));
+          d1[nb] = select((float4)(0.0f), d1[nb], in != 0);
+          d2[nb] = select(d2[nb], (float4)(0.0f), in != 0);
+        }
+      } /* else only the tile's side is used */
+      /* dQ1 += dS1 K1, dQ2 += dS2 K2 */
+      MMA_UNROLL
+      for (int kk = 0; kk < BN / 16; kk++) {
+        if (!(cls & RR_OUT) && PH_IS(ph, 0))
+          mma_rows_slice(a1, afrag(d1[2 * kk], d1[2 * kk + 1]), sk1, kk, cb0 EMU_ARG);
+        if (!(cls & RR_IN) && PH_IS(ph, 1))
+          mma_rows_slice(a2, afrag(d2[2 * kk], d2[2 * kk + 1]), sk2, kk, cb0 EMU_ARG);
+      }
+      n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
   }
 #if FRAG_G
   store_frags_at(ph ? dq2 : dq1, ph ? vdq2 : vdq1, z, h, n_a, A.Nq, a, A.scale, A.scale, cb0, DCB);
@@ -543,120 +543,120 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
   for (int db = 0; db < DCB; db++) ak1[db] = ak2[db] = av[db] = (float4)(0.0f);
 
   for (int ph = 0; ph < NPH; ph++) {
-  for (int gq = 0; gq < A.G; gq++) {
-    const int h = hk * A.G + gq;
-    int m0 = rr_next_qtile(m_start, klo, khi, qpos, vqp, z, A);
-    while (m0 < A.Nq) {
-      const int cls = rr_qclass(m0, klo, khi, qpos, vqp, z, A);
+    for (int gq = 0; gq < A.G; gq++) {
+      const int h = hk * A.G + gq;
+      int m0 = rr_next_qtile(m_start, klo, khi, qpos, vqp, z, A);
+      while (m0 < A.Nq) {
+        const int cls = rr_qclass(m0, klo, khi, qpos, vqp, z, A);
 #if FRAG_G
-      if (PH_SKIP(cls, ph)) {
-        m0 = rr_next_qtile(m0 + BM, klo, khi, qpos, vqp, z, A);
-        continue;
-      }
+        if (PH_SKIP(cls, ph)) {
+          m0 = rr_next_qtile(m0 + BM, klo, khi, qpos, vqp, z, A);
+          continue;
+        }
 #endif
-      barrier(CLK_LOCAL_MEM_FENCE); /* the previous query tile is no longer read */
-      for (int x = lid; x < BM; x += WG) {
-        const bool in = m0 + x < A.Nq;
-        const float ls = in ? lse[vl.off + z * vl.z + h * vl.h + (m0 + x) * vl.n] : -INFINITY;
-        /* log2 units; +inf where the query has no keys or does not exist: p = 0 */
-        slse[x] = (ls == -INFINITY) ? INFINITY : ls * M_LOG2E_F;
-        sdelta[x] = in ? delta[vdl.off + z * vdl.z + h * vdl.h + (m0 + x) * vdl.n] : 0.0f;
-        sqpos[x] = in ? qpos_at(qpos, vqp, z, m0 + x, A) : 0;
-      }
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous query tile is no longer read */
+        for (int x = lid; x < BM; x += WG) {
+          const bool in = m0 + x < A.Nq;
+          const float ls = in ? lse[vl.off + z * vl.z + h * vl.h + (m0 + x) * vl.n] : -INFINITY;
+          /* log2 units; +inf where the query has no keys or does not exist: p = 0 */
+          slse[x] = (ls == -INFINITY) ? INFINITY : ls * M_LOG2E_F;
+          sdelta[x] = in ? delta[vdl.off + z * vdl.z + h * vdl.h + (m0 + x) * vdl.n] : 0.0f;
+          sqpos[x] = in ? qpos_at(qpos, vqp, z, m0 + x, A) : 0;
+        }
 #if ROTARY
-      barrier(CLK_LOCAL_MEM_FENCE);
+        barrier(CLK_LOCAL_MEM_FENCE);
 #endif
-      if (!(cls & RR_OUT)) STAGE_Q1(Q1, vq1, z, h, m0, A.Nq, BM, sq1, sqpos, A);
-      if (!(cls & RR_IN))
-        STAGE_Q2(ROTARY ? Q1 : Q2, ROTARY ? vq1 : vq2, z, h, m0, A.Nq, BM, sq2, A);
-      mstage_raw(DO, vdo, z, h, m0, A.Nq, BM, sdo);
-      copy_wait();
-      barrier(CLK_LOCAL_MEM_FENCE);
+        if (!(cls & RR_OUT)) STAGE_Q1(Q1, vq1, z, h, m0, A.Nq, BM, sq1, sqpos, A);
+        if (!(cls & RR_IN))
+          STAGE_Q2(ROTARY ? Q1 : Q2, ROTARY ? vq1 : vq2, z, h, m0, A.Nq, BM, sq2, A);
+        mstage_raw(DO, vdo, z, h, m0, A.Nq, BM, sdo);
+        copy_wait();
+        barrier(CLK_LOCAL_MEM_FENCE);
 
-      const bool mixed = !(cls & (RR_IN | RR_OUT));
-      const bool masked =
-          mixed || (cls & RR_CAUSAL_EDGE) || m0 + BM > A.Nq || n0 + RB > A.Nk || qpos;
-      /* P^T (16 keys x BM queries of this warp): this warp's keys as A
-       * fragments (reloaded per tile: registers go to the accumulators) */
-      float4 pt[NBQ], d2[NBQ];
-      uint4 kf[KB];
+        const bool mixed = !(cls & (RR_IN | RR_OUT));
+        const bool masked =
+            mixed || (cls & RR_CAUSAL_EDGE) || m0 + BM > A.Nq || n0 + RB > A.Nk || qpos;
+        /* P^T (16 keys x BM queries of this warp): this warp's keys as A
+         * fragments (reloaded per tile: registers go to the accumulators) */
+        float4 pt[NBQ], d2[NBQ];
+        uint4 kf[KB];
 #if FRAG_G
 #define KFRAGS(f, G_, VG, L_) load_afrags_g(f, G_, VG, z, hk, n0 + w * 16, A.Nk)
 #else
 #define KFRAGS(f, G_, VG, L_) load_afrags(f, L_ EMU_ARG)
 #endif
-      const bool out = (cls & RR_OUT) != 0;
-      KFRAGS(kf, out ? K2 : K1, out ? vk2 : vk1, out ? sk2 : sk1);
-      MMA_UNROLL
-      for (int qb = 0; qb < NBQ; qb++)
-        pt[qb] = qk_block(qb, kf, (cls & RR_OUT) ? sq2 : sq1 EMU_ARG);
-      if (mixed) {
-        KFRAGS(kf, K2, vk2, sk2);
+        const bool out = (cls & RR_OUT) != 0;
+        KFRAGS(kf, out ? K2 : K1, out ? vk2 : vk1, out ? sk2 : sk1);
         MMA_UNROLL
-        for (int qb = 0; qb < NBQ; qb++) d2[qb] = qk_block(qb, kf, sq2 EMU_ARG);
-      }
-      if (masked) {
+        for (int qb = 0; qb < NBQ; qb++)
+          pt[qb] = qk_block(qb, kf, (cls & RR_OUT) ? sq2 : sq1 EMU_ARG);
+        if (mixed) {
+          KFRAGS(kf, K2, vk2, sk2);
+          MMA_UNROLL
+          for (int qb = 0; qb < NBQ; qb++) d2[qb] = qk_block(qb, kf, sq2 EMU_ARG);
+        }
+        if (masked) {
+          MMA_UNROLL
+          for (int qb = 0; qb < NBQ; qb++) {
+            const float4 c1 = pt[qb], c2 = mixed ? d2[qb] : c1;
+            const int c = qb * 8 + 2 * t;
+            const rr_pos pqa = sqpos[c], pqb = sqpos[c + 1];
+            /* rows are keys j_a, j_a + 8; columns queries c, c + 1 */
+            pt[qb] = (float4)(logit(c1.x, c2.x, mixed, pqa, j_a, pk0, A, sl2),
+                              logit(c1.y, c2.y, mixed, pqb, j_a, pk0, A, sl2),
+                              logit(c1.z, c2.z, mixed, pqa, j_a + 8, pk1, A, sl2),
+                              logit(c1.w, c2.w, mixed, pqb, j_a + 8, pk1, A, sl2));
+          }
+        } else {
+          MMA_UNROLL
+          for (int qb = 0; qb < NBQ; qb++) pt[qb] *= sl2;
+        }
         MMA_UNROLL
         for (int qb = 0; qb < NBQ; qb++) {
-          const float4 c1 = pt[qb], c2 = mixed ? d2[qb] : c1;
           const int c = qb * 8 + 2 * t;
-          const rr_pos pqa = sqpos[c], pqb = sqpos[c + 1];
-          /* rows are keys j_a, j_a + 8; columns queries c, c + 1 */
-          pt[qb] = (float4)(logit(c1.x, c2.x, mixed, pqa, j_a, pk0, A, sl2),
-                            logit(c1.y, c2.y, mixed, pqb, j_a, pk0, A, sl2),
-                            logit(c1.z, c2.z, mixed, pqa, j_a + 8, pk1, A, sl2),
-                            logit(c1.w, c2.w, mixed, pqb, j_a + 8, pk1, A, sl2));
+          const float la = slse[c], lb = slse[c + 1];
+          pt[qb] = (float4)(fast_exp2(pt[qb].x - la), fast_exp2(pt[qb].y - lb),
+                            fast_exp2(pt[qb].z - la), fast_exp2(pt[qb].w - lb));
         }
-      } else {
-        MMA_UNROLL
-        for (int qb = 0; qb < NBQ; qb++) pt[qb] *= sl2;
-      }
-      MMA_UNROLL
-      for (int qb = 0; qb < NBQ; qb++) {
-        const int c = qb * 8 + 2 * t;
-        const float la = slse[c], lb = slse[c + 1];
-        pt[qb] = (float4)(fast_exp2(pt[qb].x - la), fast_exp2(pt[qb].y - lb),
-                          fast_exp2(pt[qb].z - la), fast_exp2(pt[qb].w - lb));
-      }
-      /* dV += P^T dO */
-      /* (two phases: a band edge's in the first) */
-      if (PH_IS(ph, 0) || (cls & RR_OUT)) {
-        MMA_UNROLL
-        for (int kk = 0; kk < BM / 16; kk++)
-          mma_rows_slice(av, afrag(pt[2 * kk], pt[2 * kk + 1]), sdo, kk, cb0 EMU_ARG);
-      }
-      /* dS^T = P^T (dP^T - delta), split by side of the window into pt (1) and d2 (2) */
-      KFRAGS(kf, V, vv, sv); /* now V's fragments: dP^T = V dO^T */
+        /* dV += P^T dO */
+        /* (two phases: a band edge's in the first) */
+        if (PH_IS(ph, 0) || (cls & RR_OUT)) {
+          MMA_UNROLL
+          for (int kk = 0; kk < BM / 16; kk++)
+            mma_rows_slice(av, afrag(pt[2 * kk], pt[2 * kk + 1]), sdo, kk, cb0 EMU_ARG);
+        }
+        /* dS^T = P^T (dP^T - delta), split by side of the window into pt (1) and d2 (2) */
+        KFRAGS(kf, V, vv, sv); /* now V's fragments: dP^T = V dO^T */
 #undef KFRAGS
-      MMA_UNROLL
-      for (int qb = 0; qb < NBQ; qb++) d2[qb] = qk_block(qb, kf, sdo EMU_ARG);
-      MMA_UNROLL
-      for (int qb = 0; qb < NBQ; qb++) {
-        const int c = qb * 8 + 2 * t;
-        pt[qb] = d2[qb] = /* dS^T */
-            pt[qb] * (d2[qb] - (float4)(sdelta[c], sdelta[c + 1], sdelta[c], sdelta[c + 1]));
-      }
-      if (mixed) {
+        MMA_UNROLL
+        for (int qb = 0; qb < NBQ; qb++) d2[qb] = qk_block(qb, kf, sdo EMU_ARG);
         MMA_UNROLL
         for (int qb = 0; qb < NBQ; qb++) {
           const int c = qb * 8 + 2 * t;
-          const rr_pos pqa = sqpos[c], pqb = sqpos[c + 1];
-          const int4 in = (int4)(rr_inside(pqa, pk0, A), rr_inside(pqb, pk0, A),
-                                 rr_inside(pqa, pk1, A), rr_inside(pqb, pk1, A));
-          pt[qb] = select((float4)(0.0f), pt[qb], in != 0);
-          d2[qb] = select(d2[qb], (float4)(0.0f), in != 0);
+          pt[qb] = d2[qb] = /* dS^T */
+              pt[qb] * (d2[qb] - (float4)(sdelta[c], sdelta[c + 1], sdelta[c], sdelta[c + 1]));
         }
+        if (mixed) {
+          MMA_UNROLL
+          for (int qb = 0; qb < NBQ; qb++) {
+            const int c = qb * 8 + 2 * t;
+            const rr_pos pqa = sqpos[c], pqb = sqpos[c + 1];
+            const int4 in = (int4)(rr_inside(pqa, pk0, A), rr_inside(pqb, pk0, A),
+                                   rr_inside(pqa, pk1, A), rr_inside(pqb, pk1, A));
+            pt[qb] = select((float4)(0.0f), pt[qb], in != 0);
+            d2[qb] = select(d2[qb], (float4)(0.0f), in != 0);
+          }
+        }
+        /* dK1 += dS1^T Q1, dK2 += dS2^T Q2 */
+        MMA_UNROLL
+        for (int kk = 0; kk < BM / 16; kk++) {
+          if (!(cls & RR_OUT) && PH_IS(ph, 0))
+            mma_rows_slice(ak1, afrag(pt[2 * kk], pt[2 * kk + 1]), sq1, kk, cb0 EMU_ARG);
+          if (!(cls & RR_IN) && PH_IS(ph, 1))
+            mma_rows_slice(ak2, afrag(d2[2 * kk], d2[2 * kk + 1]), sq2, kk, cb0 EMU_ARG);
+        }
+        m0 = rr_next_qtile(m0 + BM, klo, khi, qpos, vqp, z, A);
       }
-      /* dK1 += dS1^T Q1, dK2 += dS2^T Q2 */
-      MMA_UNROLL
-      for (int kk = 0; kk < BM / 16; kk++) {
-        if (!(cls & RR_OUT) && PH_IS(ph, 0))
-          mma_rows_slice(ak1, afrag(pt[2 * kk], pt[2 * kk + 1]), sq1, kk, cb0 EMU_ARG);
-        if (!(cls & RR_IN) && PH_IS(ph, 1))
-          mma_rows_slice(ak2, afrag(d2[2 * kk], d2[2 * kk + 1]), sq2, kk, cb0 EMU_ARG);
-      }
-      m0 = rr_next_qtile(m0 + BM, klo, khi, qpos, vqp, z, A);
-    }
   }
 #if FRAG_G
   store_frags_at(ph ? dk2 : dk1, ph ? vdk2 : vdk1, z, hk, j_a, A.Nk, ak, A.scale, A.scale, cb0, DCB);
