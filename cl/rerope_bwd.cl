@@ -325,6 +325,15 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
 #define STAGE_Q2(T, V, Z, H, N0, NE, ROWS, X, A) mstage_raw(T, V, Z, H, N0, NE, ROWS, X)
 #endif
 
+/* Two phases: the first phase's gradient (f, rows n_a, n_a + 8, times sc)
+ * stored, and its registers cleared for the second. */
+MMA_INLINE void store_frags_clear(__global ELT(DT) *t, rr_view vt, int z, int h, int n_a,
+                                  int n_end, float4 *f, float sc, int cb0) {
+  store_frags_at(t, vt, z, h, n_a, n_end, f, sc, sc, cb0, DCB);
+  MMA_UNROLL
+  for (int db = 0; db < DCB; db++) f[db] = (float4)(0.0f);
+}
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_dq(
     __global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT) *q2, rr_view vq2,
     __global const ELT(DT) *k1, rr_view vk1, __global const ELT(DT) *k2, rr_view vk2,
@@ -461,11 +470,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
           mma_rows_slice(a2, afrag(d2[2 * kk], d2[2 * kk + 1]), sk2, kk, cb0 EMU_ARG);
       }
       n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
-  }
+    }
 #if FRAG_G
-  store_frags_at(ph ? dq2 : dq1, ph ? vdq2 : vdq1, z, h, n_a, A.Nq, a, A.scale, A.scale, cb0, DCB);
-  MMA_UNROLL
-  for (int db = 0; db < DCB; db++) a[db] = (float4)(0.0f);
+    store_frags_clear(ph ? dq2 : dq1, ph ? vdq2 : vdq1, z, h, n_a, A.Nq, a, A.scale, cb0);
 #endif
   }
 
@@ -657,11 +664,9 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
         }
         m0 = rr_next_qtile(m0 + BM, klo, khi, qpos, vqp, z, A);
       }
-  }
+    }
 #if FRAG_G
-  store_frags_at(ph ? dk2 : dk1, ph ? vdk2 : vdk1, z, hk, j_a, A.Nk, ak, A.scale, A.scale, cb0, DCB);
-  MMA_UNROLL
-  for (int db = 0; db < DCB; db++) ak[db] = (float4)(0.0f);
+    store_frags_clear(ph ? dk2 : dk1, ph ? vdk2 : vdk1, z, hk, j_a, A.Nk, ak, A.scale, cb0);
 #endif
   }
 
