@@ -334,6 +334,87 @@ MMA_INLINE void store_frags_clear(__global ELT(DT) *t, rr_view vt, int z, int h,
   for (int db = 0; db < DCB; db++) f[db] = (float4)(0.0f);
 }
 
+/* ---------------------------------------------------------------- phases of both kernels */
+
+/* Row n's lse in log2 units (+inf where the row has no keys or does not
+ * exist, so p = 0) and its delta (0 past the end). */
+MMA_INLINE float2 row_lse_delta(__global const float *lse, rr_view vl, __global const float *delta,
+                                rr_view vdl, int z, int h, int n, int n_end) {
+  if (n >= n_end) return (float2)(INFINITY, 0.0f);
+  const float x = lse[vl.off + z * vl.z + h * vl.h + n * vl.n];
+  return (float2)((x == -INFINITY) ? INFINITY : x * M_LOG2E_F,
+                  delta[vdl.off + z * vdl.z + h * vdl.h + n * vdl.n]);
+}
+
+/* The gradients' accumulation over a tile's n16 16-row blocks of Y: dX1 +=
+ * dS1 Y1 and dX2 += dS2 Y2 (dq: Y = K of a key tile; dk: Y = Q of a query
+ * tile), each where the tile has that side of the window and, in two
+ * phases, where it is this phase's side (x1 and x2 are then one array). */
+MMA_INLINE void acc_sides(float4 *x1, float4 *x2, const float4 *s1, const float4 *s2, int n16,
+                          __local const ushort *y1, __local const ushort *y2, int cls, int ph,
+                          int cb0 EMU_PARAM) {
+  (void)ph;
+  MMA_UNROLL
+  for (int kk = 0; kk < n16; kk++) {
+    if (!(cls & RR_OUT) && PH_IS(ph, 0))
+      mma_rows_slice(x1, afrag(s1[2 * kk], s1[2 * kk + 1]), y1, kk, cb0 EMU_ARG);
+    if (!(cls & RR_IN) && PH_IS(ph, 1))
+      mma_rows_slice(x2, afrag(s2[2 * kk], s2[2 * kk + 1]), y2, kk, cb0 EMU_ARG);
+  }
+}
+
+/* ---------------------------------------------------------------- dq */
+
+#if !FRAG_G
+/* Q1, Q2 (rotary: RoPE(q, pos), RoPE(q, W)) and dO of the work-group's rows
+ * m0.. as this warp's A fragments, kept in registers; staged through smem. */
+MMA_INLINE void dq_row_frags(uint4 *qf1, uint4 *qf2, uint4 *dof, __global const ushort *Q1,
+                             rr_view vq1, __global const ushort *Q2, rr_view vq2,
+                             __global const ushort *DO, rr_view vdo, int z, int h, int m0,
+                             __local ushort *smem, __local const int *sqpos, rr_args A EMU_PARAM) {
+  STAGE_Q1(Q1, vq1, z, h, m0, A.Nq, RB, smem, sqpos, A);
+  copy_wait();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  load_afrags(qf1, smem EMU_ARG);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  STAGE_Q2(ROTARY ? Q1 : Q2, ROTARY ? vq1 : vq2, z, h, m0, A.Nq, RB, smem, A);
+  copy_wait();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  load_afrags(qf2, smem EMU_ARG);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  mstage_raw(DO, vdo, z, h, m0, A.Nq, RB, smem);
+  copy_wait();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  load_afrags(dof, smem EMU_ARG);
+}
+#endif
+
+/* dS = P (dP - delta) of a key tile for this warp's rows g, g + 8 (c: the
+ * logits, log2 units; dp: dP; ld: the rows' lse and delta), into both d1
+ * and d2; a mixed tile then keeps d1 inside the window and d2 outside. */
+MMA_INLINE void dq_ds(float4 *d1, float4 *d2, bool mixed, int n0, rr_pos pq0, rr_pos pq1,
+                      float4 ld, __global const int *kpos, __local const int *skpos, rr_args A) {
+  const int t = lane_id() & 3;
+  MMA_UNROLL
+  for (int nb = 0; nb < NBK; nb++) {
+    const float4 c = d1[nb];
+    const float4 p = (float4)(fast_exp2(c.x - ld.x), fast_exp2(c.y - ld.x), fast_exp2(c.z - ld.y),
+                              fast_exp2(c.w - ld.y));
+    d1[nb] = d2[nb] = p * (d2[nb] - (float4)(ld.z, ld.z, ld.w, ld.w)); /* dS */
+  }
+  if (mixed) {
+    MMA_UNROLL
+    for (int nb = 0; nb < NBK; nb++) {
+      const int cc = nb * 8 + 2 * t;
+      const rr_pos pk0 = kpos ? skpos[cc] : n0 + cc, pk1 = kpos ? skpos[cc + 1] : n0 + cc + 1;
+      const int4 in = (int4)(rr_inside(pq0, pk0, A), rr_inside(pq0, pk1, A),
+                             rr_inside(pq1, pk0, A), rr_inside(pq1, pk1, A));
+      d1[nb] = select((float4)(0.0f), d1[nb], in != 0);
+      d2[nb] = select(d2[nb], (float4)(0.0f), in != 0);
+    }
+  } /* else only the tile's side is used */
+}
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_dq(
     __global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT) *q2, rr_view vq2,
     __global const ELT(DT) *k1, rr_view vk1, __global const ELT(DT) *k2, rr_view vk2,
@@ -352,7 +433,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   __global const ushort *K1 = (__global const ushort *)k1, *K2 = (__global const ushort *)k2;
   __global const ushort *V = (__global const ushort *)v, *DO = (__global const ushort *)dout;
 
-  const int l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
+  const int l = lane_id(), w = warp_id(), g = l >> 2;
   const int2 bh = rr_block_head(A, A.Hq, true);
   const int m0 = bh.x * RB, h = bh.y, z = get_group_id(2) / NSL;
   const int cb0 = (get_group_id(2) % NSL) * DCB; /* this work-group's column slice */
@@ -363,37 +444,15 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   /* Q1, Q2 and dO as A fragments: in registers throughout, or (FRAG_G) read per tile */
   uint4 qf1[KB], qf2[KB], dof[KB];
 #if !FRAG_G
-  STAGE_Q1(Q1, vq1, z, h, m0, A.Nq, RB, smem, sqpos, A);
-  copy_wait();
-  barrier(CLK_LOCAL_MEM_FENCE);
-  load_afrags(qf1, smem EMU_ARG);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  STAGE_Q2(ROTARY ? Q1 : Q2, ROTARY ? vq1 : vq2, z, h, m0, A.Nq, RB, smem, A);
-  copy_wait();
-  barrier(CLK_LOCAL_MEM_FENCE);
-  load_afrags(qf2, smem EMU_ARG);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  mstage_raw(DO, vdo, z, h, m0, A.Nq, RB, smem);
-  copy_wait();
-  barrier(CLK_LOCAL_MEM_FENCE);
-  load_afrags(dof, smem EMU_ARG);
+  dq_row_frags(qf1, qf2, dof, Q1, vq1, Q2, vq2, DO, vdo, z, h, m0, smem, sqpos, A EMU_ARG);
 #endif
 
-  /* this lane's rows g and g + 8: positions, lse (log2 units; +inf where the
-   * row has no keys or does not exist, so p = 0) and delta */
+  /* this lane's rows g and g + 8: positions, lse and delta */
   const int r0 = w * 16 + g, n_a = m0 + r0, n_b = n_a + 8;
   const rr_pos pq0 = sqpos[r0], pq1 = sqpos[r0 + 8];
-  float ls0 = INFINITY, ls1 = INFINITY, dl0 = 0.0f, dl1 = 0.0f;
-  if (n_a < A.Nq) {
-    const float x = lse[vl.off + z * vl.z + h * vl.h + n_a * vl.n];
-    ls0 = (x == -INFINITY) ? INFINITY : x * M_LOG2E_F;
-    dl0 = delta[vdl.off + z * vdl.z + h * vdl.h + n_a * vdl.n];
-  }
-  if (n_b < A.Nq) {
-    const float x = lse[vl.off + z * vl.z + h * vl.h + n_b * vl.n];
-    ls1 = (x == -INFINITY) ? INFINITY : x * M_LOG2E_F;
-    dl1 = delta[vdl.off + z * vdl.z + h * vdl.h + n_b * vdl.n];
-  }
+  const float2 lda = row_lse_delta(lse, vl, delta, vdl, z, h, n_a, A.Nq);
+  const float2 ldb = row_lse_delta(lse, vl, delta, vdl, z, h, n_b, A.Nq);
+  const float4 ld = (float4)(lda.x, ldb.x, lda.y, ldb.y);
   long qlo, qhi;
   qpos_range(qpos, vqp, z, m0, min(m0 + RB, A.Nq), A, &qlo, &qhi);
   int n_end = A.Nk;
@@ -429,8 +488,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
       copy_wait();
       barrier(CLK_LOCAL_MEM_FENCE);
 
-      /* P from the forward's lse; dS = P (dP - delta), split by side of the
-       * window: d1 (q1 . k1 pairs), d2 (q2 . k2 pairs) */
+      /* the logits (d1) and dP = dO V^T (d2), then dS by side of the window */
       const bool mixed = !(cls & (RR_IN | RR_OUT));
       float4 d1[NBK], d2[NBK];
       const rr_pos pq[2] = {pq0, pq1};
@@ -442,33 +500,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
 #if FRAG_G
       load_afrags_g(dof, DO, vdo, z, h, m0 + w * 16, A.Nq);
 #endif
-      qk_tile(d2, dof, 1, sv EMU_ARG); /* dP = dO V^T, in one straight run of mma */
-      MMA_UNROLL
-      for (int nb = 0; nb < NBK; nb++) {
-        const float4 c = d1[nb];
-        const float4 p = (float4)(fast_exp2(c.x - ls0), fast_exp2(c.y - ls0), fast_exp2(c.z - ls1),
-                                  fast_exp2(c.w - ls1));
-        d1[nb] = d2[nb] = p * (d2[nb] - (float4)(dl0, dl0, dl1, dl1)); /* dS */
-      }
-      if (mixed) {
-        MMA_UNROLL
-        for (int nb = 0; nb < NBK; nb++) {
-          const int cc = nb * 8 + 2 * t;
-          const rr_pos pk0 = kpos ? skpos[cc] : n0 + cc, pk1 = kpos ? skpos[cc + 1] : n0 + cc + 1;
-          const int4 in = (int4)(rr_inside(pq0, pk0, A), rr_inside(pq0, pk1, A),
-                                 rr_inside(pq1, pk0, A), rr_inside(pq1, pk1, A));
-          d1[nb] = select((float4)(0.0f), d1[nb], in != 0);
-          d2[nb] = select(d2[nb], (float4)(0.0f), in != 0);
-        }
-      } /* else only the tile's side is used */
-      /* dQ1 += dS1 K1, dQ2 += dS2 K2 */
-      MMA_UNROLL
-      for (int kk = 0; kk < BN / 16; kk++) {
-        if (!(cls & RR_OUT) && PH_IS(ph, 0))
-          mma_rows_slice(a1, afrag(d1[2 * kk], d1[2 * kk + 1]), sk1, kk, cb0 EMU_ARG);
-        if (!(cls & RR_IN) && PH_IS(ph, 1))
-          mma_rows_slice(a2, afrag(d2[2 * kk], d2[2 * kk + 1]), sk2, kk, cb0 EMU_ARG);
-      }
+      qk_tile(d2, dof, 1, sv EMU_ARG); /* in one straight run of mma */
+      dq_ds(d1, d2, mixed, n0, pq0, pq1, ld, kpos, skpos, A);
+      acc_sides(a1, a2, d1, d2, BN / 16, sk1, sk2, cls, ph, cb0 EMU_ARG); /* dQ1, dQ2 */
       n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
     }
 #if FRAG_G
@@ -489,6 +523,90 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
 #endif
 #undef a1
 #undef a2
+}
+
+/* ---------------------------------------------------------------- dk, dv */
+
+/* Query tile m0 of head h (class cls): lse (log2 units), delta and
+ * positions per query, then Q1 and/or Q2 (the sides the tile needs) and dO. */
+MMA_INLINE void dkdv_stage_qtile(__global const ushort *Q1, rr_view vq1, __global const ushort *Q2,
+                                 rr_view vq2, __global const ushort *DO, rr_view vdo,
+                                 __global const float *lse, rr_view vl,
+                                 __global const float *delta, rr_view vdl,
+                                 __global const int *qpos, rr_view vqp, int z, int h, int m0,
+                                 int cls, __local ushort *sqt, __local float *slse,
+                                 __local float *sdelta, __local int *sqpos, rr_args A) {
+  for (int x = get_local_id(0); x < BM; x += WG) {
+    const float2 ld = row_lse_delta(lse, vl, delta, vdl, z, h, m0 + x, A.Nq);
+    slse[x] = ld.x;
+    sdelta[x] = ld.y;
+    sqpos[x] = m0 + x < A.Nq ? qpos_at(qpos, vqp, z, m0 + x, A) : 0;
+  }
+#if ROTARY
+  barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+  if (!(cls & RR_OUT)) STAGE_Q1(Q1, vq1, z, h, m0, A.Nq, BM, sqt, sqpos, A);
+  if (!(cls & RR_IN))
+    STAGE_Q2(ROTARY ? Q1 : Q2, ROTARY ? vq1 : vq2, z, h, m0, A.Nq, BM, sqt + BM * LDS, A);
+  mstage_raw(DO, vdo, z, h, m0, A.Nq, BM, sqt + 2 * BM * LDS);
+  copy_wait();
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* P^T of a query tile for this warp's keys j_a, j_a + 8 (rows) and the
+ * tile's queries (columns): from the logits pt (q1 . k1, or the tile's one
+ * side) and s2 (q2 . k2 where mixed), masked where the tile needs it, and
+ * the queries' lse. */
+MMA_INLINE void dkdv_probs(float4 *pt, const float4 *s2, bool mixed, bool masked, int j_a,
+                           rr_pos pk0, rr_pos pk1, __local const float *slse,
+                           __local const int *sqpos, rr_args A, float sl2) {
+  const int t = lane_id() & 3;
+  if (masked) {
+    MMA_UNROLL
+    for (int qb = 0; qb < NBQ; qb++) {
+      const float4 c1 = pt[qb], c2 = mixed ? s2[qb] : c1;
+      const int c = qb * 8 + 2 * t;
+      const rr_pos pqa = sqpos[c], pqb = sqpos[c + 1];
+      /* rows are keys j_a, j_a + 8; columns queries c, c + 1 */
+      pt[qb] = (float4)(logit(c1.x, c2.x, mixed, pqa, j_a, pk0, A, sl2),
+                        logit(c1.y, c2.y, mixed, pqb, j_a, pk0, A, sl2),
+                        logit(c1.z, c2.z, mixed, pqa, j_a + 8, pk1, A, sl2),
+                        logit(c1.w, c2.w, mixed, pqb, j_a + 8, pk1, A, sl2));
+    }
+  } else {
+    MMA_UNROLL
+    for (int qb = 0; qb < NBQ; qb++) pt[qb] *= sl2;
+  }
+  MMA_UNROLL
+  for (int qb = 0; qb < NBQ; qb++) {
+    const int c = qb * 8 + 2 * t;
+    const float la = slse[c], lb = slse[c + 1];
+    pt[qb] = (float4)(fast_exp2(pt[qb].x - la), fast_exp2(pt[qb].y - lb),
+                      fast_exp2(pt[qb].z - la), fast_exp2(pt[qb].w - lb));
+  }
+}
+
+/* dS^T = P^T (dP^T - delta) from P^T (pt) and dP^T (d2), into both; a mixed
+ * tile then keeps pt inside the window and d2 outside. */
+MMA_INLINE void dkdv_ds(float4 *pt, float4 *d2, bool mixed, rr_pos pk0, rr_pos pk1,
+                        __local const float *sdelta, __local const int *sqpos, rr_args A) {
+  const int t = lane_id() & 3;
+  MMA_UNROLL
+  for (int qb = 0; qb < NBQ; qb++) {
+    const int c = qb * 8 + 2 * t;
+    pt[qb] = d2[qb] = pt[qb] * (d2[qb] - (float4)(sdelta[c], sdelta[c + 1], sdelta[c], sdelta[c + 1]));
+  }
+  if (mixed) {
+    MMA_UNROLL
+    for (int qb = 0; qb < NBQ; qb++) {
+      const int c = qb * 8 + 2 * t;
+      const rr_pos pqa = sqpos[c], pqb = sqpos[c + 1];
+      const int4 in = (int4)(rr_inside(pqa, pk0, A), rr_inside(pqb, pk0, A),
+                             rr_inside(pqa, pk1, A), rr_inside(pqb, pk1, A));
+      pt[qb] = select((float4)(0.0f), pt[qb], in != 0);
+      d2[qb] = select(d2[qb], (float4)(0.0f), in != 0);
+    }
+  }
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
@@ -518,7 +636,7 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
   __global const ushort *K1 = (__global const ushort *)k1, *K2 = (__global const ushort *)k2;
   __global const ushort *V = (__global const ushort *)v, *DO = (__global const ushort *)dout;
 
-  const int lid = get_local_id(0), l = lane_id(), w = warp_id(), g = l >> 2, t = l & 3;
+  const int l = lane_id(), w = warp_id(), g = l >> 2;
   const int2 bh = rr_block_head(A, A.Hq / A.G, false);
   const int n0 = bh.x * RB, hk = bh.y, z = get_group_id(2) / NSL;
   const int cb0 = (get_group_id(2) % NSL) * DCB; /* this work-group's column slice */
@@ -548,6 +666,12 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
 #endif
   MMA_UNROLL
   for (int db = 0; db < DCB; db++) ak1[db] = ak2[db] = av[db] = (float4)(0.0f);
+  /* this warp's keys as A fragments: reloaded per tile (registers go to the accumulators) */
+#if FRAG_G
+#define KFRAGS(f, G_, VG, L_) load_afrags_g(f, G_, VG, z, hk, n0 + w * 16, A.Nk)
+#else
+#define KFRAGS(f, G_, VG, L_) load_afrags(f, L_ EMU_ARG)
+#endif
 
   for (int ph = 0; ph < NPH; ph++) {
     for (int gq = 0; gq < A.G; gq++) {
@@ -562,106 +686,35 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
         }
 #endif
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous query tile is no longer read */
-        for (int x = lid; x < BM; x += WG) {
-          const bool in = m0 + x < A.Nq;
-          const float ls = in ? lse[vl.off + z * vl.z + h * vl.h + (m0 + x) * vl.n] : -INFINITY;
-          /* log2 units; +inf where the query has no keys or does not exist: p = 0 */
-          slse[x] = (ls == -INFINITY) ? INFINITY : ls * M_LOG2E_F;
-          sdelta[x] = in ? delta[vdl.off + z * vdl.z + h * vdl.h + (m0 + x) * vdl.n] : 0.0f;
-          sqpos[x] = in ? qpos_at(qpos, vqp, z, m0 + x, A) : 0;
-        }
-#if ROTARY
-        barrier(CLK_LOCAL_MEM_FENCE);
-#endif
-        if (!(cls & RR_OUT)) STAGE_Q1(Q1, vq1, z, h, m0, A.Nq, BM, sq1, sqpos, A);
-        if (!(cls & RR_IN))
-          STAGE_Q2(ROTARY ? Q1 : Q2, ROTARY ? vq1 : vq2, z, h, m0, A.Nq, BM, sq2, A);
-        mstage_raw(DO, vdo, z, h, m0, A.Nq, BM, sdo);
-        copy_wait();
-        barrier(CLK_LOCAL_MEM_FENCE);
+        dkdv_stage_qtile(Q1, vq1, Q2, vq2, DO, vdo, lse, vl, delta, vdl, qpos, vqp, z, h, m0, cls,
+                         sqt, slse, sdelta, sqpos, A);
 
-        const bool mixed = !(cls & (RR_IN | RR_OUT));
+        const bool mixed = !(cls & (RR_IN | RR_OUT)), out = (cls & RR_OUT) != 0;
         const bool masked =
             mixed || (cls & RR_CAUSAL_EDGE) || m0 + BM > A.Nq || n0 + RB > A.Nk || qpos;
-        /* P^T (16 keys x BM queries of this warp): this warp's keys as A
-         * fragments (reloaded per tile: registers go to the accumulators) */
+        /* P^T (16 keys x BM queries of this warp) */
         float4 pt[NBQ], d2[NBQ];
         uint4 kf[KB];
-#if FRAG_G
-#define KFRAGS(f, G_, VG, L_) load_afrags_g(f, G_, VG, z, hk, n0 + w * 16, A.Nk)
-#else
-#define KFRAGS(f, G_, VG, L_) load_afrags(f, L_ EMU_ARG)
-#endif
-        const bool out = (cls & RR_OUT) != 0;
         KFRAGS(kf, out ? K2 : K1, out ? vk2 : vk1, out ? sk2 : sk1);
         MMA_UNROLL
-        for (int qb = 0; qb < NBQ; qb++)
-          pt[qb] = qk_block(qb, kf, (cls & RR_OUT) ? sq2 : sq1 EMU_ARG);
+        for (int qb = 0; qb < NBQ; qb++) pt[qb] = qk_block(qb, kf, out ? sq2 : sq1 EMU_ARG);
         if (mixed) {
           KFRAGS(kf, K2, vk2, sk2);
           MMA_UNROLL
           for (int qb = 0; qb < NBQ; qb++) d2[qb] = qk_block(qb, kf, sq2 EMU_ARG);
         }
-        if (masked) {
-          MMA_UNROLL
-          for (int qb = 0; qb < NBQ; qb++) {
-            const float4 c1 = pt[qb], c2 = mixed ? d2[qb] : c1;
-            const int c = qb * 8 + 2 * t;
-            const rr_pos pqa = sqpos[c], pqb = sqpos[c + 1];
-            /* rows are keys j_a, j_a + 8; columns queries c, c + 1 */
-            pt[qb] = (float4)(logit(c1.x, c2.x, mixed, pqa, j_a, pk0, A, sl2),
-                              logit(c1.y, c2.y, mixed, pqb, j_a, pk0, A, sl2),
-                              logit(c1.z, c2.z, mixed, pqa, j_a + 8, pk1, A, sl2),
-                              logit(c1.w, c2.w, mixed, pqb, j_a + 8, pk1, A, sl2));
-          }
-        } else {
-          MMA_UNROLL
-          for (int qb = 0; qb < NBQ; qb++) pt[qb] *= sl2;
-        }
-        MMA_UNROLL
-        for (int qb = 0; qb < NBQ; qb++) {
-          const int c = qb * 8 + 2 * t;
-          const float la = slse[c], lb = slse[c + 1];
-          pt[qb] = (float4)(fast_exp2(pt[qb].x - la), fast_exp2(pt[qb].y - lb),
-                            fast_exp2(pt[qb].z - la), fast_exp2(pt[qb].w - lb));
-        }
-        /* dV += P^T dO */
-        /* (two phases: a band edge's in the first) */
-        if (PH_IS(ph, 0) || (cls & RR_OUT)) {
+        dkdv_probs(pt, d2, mixed, masked, j_a, pk0, pk1, slse, sqpos, A, sl2);
+        /* dV += P^T dO (two phases: a band edge's in the first) */
+        if (PH_IS(ph, 0) || out) {
           MMA_UNROLL
           for (int kk = 0; kk < BM / 16; kk++)
             mma_rows_slice(av, afrag(pt[2 * kk], pt[2 * kk + 1]), sdo, kk, cb0 EMU_ARG);
         }
-        /* dS^T = P^T (dP^T - delta), split by side of the window into pt (1) and d2 (2) */
         KFRAGS(kf, V, vv, sv); /* now V's fragments: dP^T = V dO^T */
-#undef KFRAGS
         MMA_UNROLL
         for (int qb = 0; qb < NBQ; qb++) d2[qb] = qk_block(qb, kf, sdo EMU_ARG);
-        MMA_UNROLL
-        for (int qb = 0; qb < NBQ; qb++) {
-          const int c = qb * 8 + 2 * t;
-          pt[qb] = d2[qb] = /* dS^T */
-              pt[qb] * (d2[qb] - (float4)(sdelta[c], sdelta[c + 1], sdelta[c], sdelta[c + 1]));
-        }
-        if (mixed) {
-          MMA_UNROLL
-          for (int qb = 0; qb < NBQ; qb++) {
-            const int c = qb * 8 + 2 * t;
-            const rr_pos pqa = sqpos[c], pqb = sqpos[c + 1];
-            const int4 in = (int4)(rr_inside(pqa, pk0, A), rr_inside(pqb, pk0, A),
-                                   rr_inside(pqa, pk1, A), rr_inside(pqb, pk1, A));
-            pt[qb] = select((float4)(0.0f), pt[qb], in != 0);
-            d2[qb] = select(d2[qb], (float4)(0.0f), in != 0);
-          }
-        }
-        /* dK1 += dS1^T Q1, dK2 += dS2^T Q2 */
-        MMA_UNROLL
-        for (int kk = 0; kk < BM / 16; kk++) {
-          if (!(cls & RR_OUT) && PH_IS(ph, 0))
-            mma_rows_slice(ak1, afrag(pt[2 * kk], pt[2 * kk + 1]), sq1, kk, cb0 EMU_ARG);
-          if (!(cls & RR_IN) && PH_IS(ph, 1))
-            mma_rows_slice(ak2, afrag(d2[2 * kk], d2[2 * kk + 1]), sq2, kk, cb0 EMU_ARG);
-        }
+        dkdv_ds(pt, d2, mixed, pk0, pk1, sdelta, sqpos, A);
+        acc_sides(ak1, ak2, pt, d2, BM / 16, sq1, sq2, cls, ph, cb0 EMU_ARG); /* dK1, dK2 */
         m0 = rr_next_qtile(m0 + BM, klo, khi, qpos, vqp, z, A);
       }
     }
@@ -669,6 +722,7 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
     store_frags_clear(ph ? dk2 : dk1, ph ? vdk2 : vdk1, z, hk, j_a, A.Nk, ak, A.scale, cb0);
 #endif
   }
+#undef KFRAGS
 
 #if ROTARY
   /* dk = R(p_j)^T dk1 + dk2 */
