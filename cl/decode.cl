@@ -24,6 +24,9 @@
  *   MMA        the tensor-core form (decode_mma.clh, same arguments): warps of
  *              mma.sync products straight from global K/V; f16/bf16 q with
  *              K/V of that dtype, int4 (one group) or fp8, D % 64 == 0.
+ *   SERIAL     the serial form (decode_serial.clh, same arguments): one
+ *              work-item per split walks its keys in order over whole token
+ *              rows (every KV head), for devices that run a group on one thread.
  * On the H200 the tensor-core form is used where it applies, the plain form
  * elsewhere (tools/PERF.md).
  *
@@ -96,6 +99,9 @@
 #endif
 #ifndef MMA
 #define MMA 0 /* 1: the tensor-core form (decode_mma.clh): f16/bf16 q and K/V, D a multiple of 64 */
+#endif
+#ifndef SERIAL
+#define SERIAL 0 /* 1: the serial form (decode_serial.clh): a work-item per split, whole token rows */
 #endif
 
 #define NC (D / 8)   /* 8-element chunks per row */
@@ -428,6 +434,8 @@ static inline void decode_merge_last(volatile __global const float *po, long po_
 
 #if MMA
 #include "decode_mma.clh"
+#elif SERIAL
+#include "decode_serial.clh"
 #else
 /* ---------------------------------------------------------------- the portable kernel's phases
  *
@@ -868,4 +876,4 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
   DECODE_MERGE_LAST(b, get_group_id(1), sq.q0, at.hk, at.G, at.r0, at.rows, q_l, l_l, m_fin_l, &last_l);
 #endif
 }
-#endif /* MMA */
+#endif /* MMA, SERIAL */

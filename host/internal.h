@@ -132,6 +132,7 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(decode_min_keys_per_split, 1, 1 << 20, 0, "fewest keys per split")                           \
   X(decode_max_splits, 1, 65536, 0, "most splits the planner chooses")                           \
   X(decode_lane_keys, 0, 1, 0, "scores with a key's lanes reading it together (cl/lanes.clh)")   \
+  X(decode_serial, 0, 1, 0, "the serial form: a work-item per split walks whole token rows (CPUs)") \
   X(decode_kstage, 0, 1, 0, "float K tiles staged in local memory with coalesced loads")         \
   X(decode_kstage_quant, 0, 1, 0, "the same for int4 / fp8 K")                                    \
   X(decode_mma, 0, 1, 0, "the tensor-core form where the profile and shape allow")               \

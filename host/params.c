@@ -91,9 +91,14 @@ typedef struct row {
   .decode_max_splits = 128, .merge_wg = 256, .quant_wg = 256, .rerope_block_m = 32,         \
   .rerope_block_n = 32, .rerope_wg = 256, .decode_merge_last = 8
 
-/* CPUs: few compute units; a work-item per key needs no barriers. */
+/* CPUs: few compute units. Decode takes the serial form, a work-item per
+ * split walking whole token rows (PoCL, 2-core Xeon, B=8 ctx=8192 Hq=32
+ * Hkv=8 D=128 f16: 19.8 ms, 13.5 GB/s, against 113.6 ms for the work-group
+ * kernel, whose group reads one KV head's row every Hkv D 2 bytes;
+ * tools/PERF.md). */
 #define CPU_ROW                                                                             \
   .decode_wg = 64, .decode_splits_per_cu = 2, .decode_min_keys_per_split = 64,              \
+  .decode_serial = 1,                                                                       \
   .decode_max_splits = 64, .merge_wg = 64, .quant_wg = 64, .rerope_block_m = 16,            \
   .rerope_block_n = 16, .rerope_wg = 64
 

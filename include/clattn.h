@@ -318,8 +318,10 @@ typedef struct clattn_decode_params {
  * rounded to the 16-bit dtype for the P V product (2^-12 relative for f16,
  * 2^-9 for bf16) and int4 rows of 2, 4 or 8 groups are dequantized to f16
  * values; scores, sums and lse stay f32. Elsewhere, and with
- * CLATTN_PORTABLE=1, all arithmetic is f32 after loading. Which cache
- * layouts read fastest, and why: tools/FAST_PATHS.md. */
+ * CLATTN_PORTABLE=1, all arithmetic is f32 after loading. CPUs take a
+ * serial form: one work-item per split reads each key's rows of every KV
+ * head in memory order. Which cache layouts read fastest, and why:
+ * tools/FAST_PATHS.md. */
 CLATTN_API clattn_status clattn_decode(clattn_context *ctx, cl_command_queue queue,
                                        const clattn_decode_params *params,
                                        cl_uint num_wait, const cl_event *wait_list,
@@ -332,7 +334,7 @@ CLATTN_API clattn_status clattn_decode_workspace_size(clattn_context *ctx,
                                                       size_t *bytes, int *num_splits);
 
 /* Which kernels clattn_decode runs for these params, in words: the form
- * ("tensor cores", "tensor cores, token rows", "portable"; "(emulated)"
+ * ("tensor cores", "tensor cores, token rows", "portable", "serial ..."; "(emulated)"
  * where CLATTN_FORCE_MMA=1 takes the tensor-core form off NVIDIA), the split
  * count and how the splits merge ("one launch": the last work-group of each
  * row block merges them; "two launches": a merge kernel follows). The text

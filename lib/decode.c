@@ -22,6 +22,7 @@ typedef struct plan {
   int64_t blocks, P; /* stream: those 16-key blocks, spans (a work-group per span and head group) */
   bool merge_last;   /* splits merged in the partial kernel by each row block's last work-group */
   bool small;        /* tensor cores, float K/V, a grid of few groups: wider groups, one per unit */
+  bool serial;       /* the serial form (cl/decode_serial.clh): a work-item per group, every KV head */
   size_t part_o_elems, lse_offset_bytes, ticket_offset_bytes, ws_bytes;
 } plan;
 
@@ -315,7 +316,9 @@ static void plan_stages(const clattn_context *ctx, const clattn_decode_params *p
 
 /* Work-groups along the KV heads of a row block: one per head, or per group
  * of `tokens` heads. */
-static int head_groups(const plan *pl) { return pl->tokens ? pl->pr.Hkv / pl->tokens : pl->pr.Hkv; }
+static int head_groups(const plan *pl) {
+  return pl->serial ? 1 : pl->tokens ? pl->pr.Hkv / pl->tokens : pl->pr.Hkv;
+}
 
 /* A token's rows of its KV heads side by side, tokens 16-byte aligned. */
 static bool tokens_layout(const clattn_tensor *t, int64_t rw) {
@@ -466,6 +469,17 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
     pl->rows32 = max_key_stride(p, pl->pr.kv_q) < ((int64_t)1 << 27); /* strides are >= 0 (checked) */
   }
 
+  /* The serial form where the tuning asks for it (devices that run a group
+   * on one thread; not where a test forces the work-group kernel,
+   * clattn_force_path(1)) and its state fits the local memory: q and the
+   * accumulators of every KV head's rows, and a tile of 16 keys' scores. */
+  const size_t serial_bytes = (size_t)pl->pr.Hkv * pl->RB * (2 * (size_t)pl->pr.D + 16 + 2) * 4;
+  if (!pl->mma && forced == 0 && t->decode_serial && serial_bytes <= ctx->profile.local_mem_bytes) {
+    pl->serial = true;
+    pl->WG = 1;
+    pl->lane_keys = pl->kstage = false;
+  }
+
   /* split count: fill the compute units unless fixed */
   const int64_t groups = (int64_t)pl->pr.B * head_groups(pl) * pl->nrb;
   /* token rows: the tuning's groups per unit are of int4_heads heads; the
@@ -501,7 +515,7 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
    * (its local scratch holds RB x S weights: S <= D). Token rows' groups
    * span several heads: two launches. */
   pl->merge_last = pl->S > 1 && pl->S <= t->decode_merge_last && ctx->profile.has_int64_atomics &&
-                   !pl->tokens && pl->S <= pl->pr.D;
+                   !pl->tokens && !pl->serial && pl->S <= pl->pr.D;
   if (pl->S > 1) {
     /* partials: o [S, B, Mq, Hq, D] then lse [S, B, Hq, Mq], f32; one launch:
      * then a ticket (u64) per (sequence, row block of a KV head), from the
@@ -529,8 +543,10 @@ static clattn_status plan_decode(const clattn_context *ctx, const clattn_decode_
 }
 
 static void decode_options(const plan *pl, bool split, char *buf, size_t size) {
-  char page[32] = ""; /* a paged kernel is built for its page size (no runtime division) */
+  char page[64] = ""; /* a paged kernel is built for its page size (no runtime division) */
   if (pl->pr.paged) snprintf(page, sizeof page, " -DKV_PAGE_SIZE=%d", pl->pr.page_size);
+  if (pl->serial) /* built for its KV head count */
+    snprintf(page + strlen(page), sizeof page - strlen(page), " -DSERIAL=1 -DHKV=%d", pl->pr.Hkv);
   snprintf(buf, size,
            "-DQ_DT=%s -DKV_DT=%s -DO_DT=%s -DD=%d -DWG=%d -DRB=%d -DKV_Q=%d -DKV_GROUPS=%d "
            "-DFP8_FNUZ=%d -DALIGNED=%d -DPAGED=%d -DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DSPLIT=%d "
@@ -740,7 +756,10 @@ const char *clattn_decode_kernels(clattn_context *ctx, const clattn_decode_param
   }
   plan pl;
   if (plan_decode(ctx, params, &pl) != CLATTN_SUCCESS) return NULL;
-  const char *form = !pl.mma ? "portable" : pl.tokens ? "tensor cores, token rows" : "tensor cores";
+  const char *form = pl.serial ? "serial (a work-item per split, whole token rows)"
+                     : !pl.mma ? "portable"
+                     : pl.tokens ? "tensor cores, token rows"
+                                 : "tensor cores";
   const char *emu = pl.emulate ? " (emulated)" : "";
   if (pl.S <= 1)
     snprintf(text, sizeof text, "%s%s, 1 split: one launch", form, emu);
@@ -838,6 +857,22 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.pr.page_size = pl.pr.paged ? 16 : 0;
     pl.pr.varlen = pl.pr.bias = f == 2;
     EMIT(pl, f != 3);
+  }
+  for (int f = 0; f < 6; f++) { /* the serial form: f16, bf16 D=80 paged causal, int4 g2, fp8 varlen bias */
+    plan pl = base;
+    pl.serial = true;
+    pl.WG = 1;
+    pl.pr.Hkv = f == 1 ? 1 : 8;
+    pl.pr.kvdt = pl.pr.qdt = pl.pr.odt = f == 1 ? CLATTN_BF16 : CLATTN_F16;
+    pl.pr.D = f == 1 ? 80 : 128;
+    pl.pr.paged = pl.pr.causal = f == 1;
+    pl.pr.page_size = pl.pr.paged ? 16 : 0;
+    pl.pr.kv_q = f == 2 ? 1 : f == 3 ? 2 : 0;
+    pl.pr.kv_groups = f == 2 ? 2 : 1;
+    pl.pr.varlen = pl.pr.bias = f == 3;
+    pl.pr.kvdt = f == 4 ? CLATTN_F32 : pl.pr.kvdt;
+    pl.pr.D = f == 5 ? 8 : pl.pr.D;
+    EMIT(pl, f != 4);
   }
   for (int f = 0; f < 3; f++) { /* the one-launch merge: portable (varlen), tensor cores f16 and int4 */
     plan pl = base;

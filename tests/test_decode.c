@@ -511,6 +511,79 @@ static void test_out_of_range(void) {
   run_case(&c);
 }
 
+/* The serial form (cl/decode_serial.clh, the CPU rows' choice: on CPUs the
+ * suite's other cases take it too), forced on any device: head dims with 8-
+ * and 16-wide vectors, MQA and MHA with splits, causal Mq 3 with bias,
+ * paged with lengths 0 and 1 and a bad page, varlen causal, [B, Hkv, N, D]
+ * strides at offsets without lse. */
+static void test_serial(void) {
+  const clattn_tuning saved = fx.ctx->tuning;
+  fx.ctx->tuning.decode_serial = 1;
+  fx.ctx->tuning.decode_mma = 0;
+  static const int dims[] = {8, 80, 128, 256};
+  for (int i = 0; i < 4; i++) {
+    dcase c = base();
+    c.D = dims[i];
+    c.qdt = c.kvdt = c.odt = i == 2 ? CLATTN_BF16 : CLATTN_F16;
+    c.kernels = "serial";
+    run_case(&c);
+  }
+  static const int hkv[] = {1, 8};
+  for (int i = 0; i < 2; i++) {
+    dcase c = base();
+    c.Hkv = hkv[i];
+    c.splits = 3;
+    c.kernels = "serial";
+    run_case(&c);
+  }
+  dcase c = base();
+  c.Mq = 3;
+  c.causal = 1;
+  c.bias = 1;
+  c.Nkv = 45;
+  run_case(&c);
+  static const int32_t lens[] = {0, 1, 300, 97};
+  static const int32_t lens_bad[] = {300, 1, 0, 97}; /* sequence 0 reaches its bad page */
+  static const int32_t counts[] = {2, 0, 1, 3};
+  c = base();
+  c.B = 4;
+  c.Nkv = 300;
+  c.kv_len = lens;
+  c.page_size = 16;
+  run_case(&c);
+  c.kv_len = lens_bad;
+  c.bad_entry = 2;
+  run_case(&c);
+  c = base();
+  c.B = 4;
+  c.Nkv = 300;
+  c.kv_len = lens;
+  c.q_counts = counts;
+  c.causal = 1;
+  run_case(&c);
+  c = base();
+  c.bhsd = 1;
+  c.pad = 3;
+  c.lse = 0;
+  c.splits = 16;
+  run_case(&c);
+  fx.ctx->tuning = saved;
+}
+
+/* The work-group kernel (the portable form the GPU rows take) where a
+ * device's row takes another (CPUs: the serial form): the dtype, head-dim,
+ * paged, varlen, causal and split cases again. */
+static void test_work_group(void) {
+  clattn_force_path(1);
+  test_dtypes();
+  test_head_dims();
+  test_paged();
+  test_varlen();
+  test_causal();
+  test_splits();
+  clattn_force_path(0);
+}
+
 /* The lane-per-chunk score pass (the GPU rows' choice) with its portable lane
  * sum: the twin that NVIDIA's shfl.sync and AMD's ds_bpermute sums are
  * compared against when the suite runs there with and without CLATTN_PORTABLE. */
@@ -798,6 +871,8 @@ int main(int argc, char **argv) {
   CU_add_test(s, "paged shared prefix pages, causal", test_paged_shared_causal);
   CU_add_test(s, "varlen queries, dense and paged", test_varlen);
   CU_add_test(s, "block table out of range", test_out_of_range);
+  CU_add_test(s, "serial form, a work-item per split", test_serial);
+  CU_add_test(s, "work-group kernel, forced", test_work_group);
   CU_add_test(s, "lane-per-chunk score pass", test_lane_keys);
   CU_add_test(s, "K tiles staged in local memory", test_kstage);
   CU_add_test(s, "tensor-core form (PTX emulated off NVIDIA)", test_mma);

@@ -31,6 +31,8 @@ typedef struct qcase {
 /* run_qcase also checks FlashAttention's accuracy rule against f16 math, on
  * rows of unit normal values (test_mma_accuracy sets it) */
 static bool check_rule;
+/* run_qcase forces the serial form (cl/decode_serial.clh; test_serial sets it) */
+static bool serial_form;
 
 static void run_qcase(const qcase *c) {
   const int B = 3, Hq = 8, Hkv = c->hkv ? c->hkv : 2, D = c->D ? c->D : 64, N = 100, Mq = c->Mq;
@@ -155,7 +157,13 @@ static void run_qcase(const qcase *c) {
   fx.ctx->tuning.decode_mma_int4_stages = fx.ctx->tuning.decode_mma_fp8_stages = c->stages;
   fx.ctx->tuning.decode_mma_int4_heads = c->heads;
   fx.ctx->tuning.decode_mma_int4_whole = c->whole != 0;
-  clattn_force_path(c->mma ? 2 : 1);
+  fx.ctx->tuning.decode_serial = serial_form;
+  if (serial_form) fx.ctx->tuning.decode_mma = 0;
+  clattn_force_path(c->mma ? 2 : serial_form ? 0 : 1);
+  if (serial_form) {
+    const char *k = clattn_decode_kernels(fx.ctx, &p);
+    CU_ASSERT(k && strstr(k, "serial"));
+  }
   if (c->parts) {
     int parts = 0;
     CHECK_OK(clattn_decode_workspace_size(fx.ctx, &p, NULL, &parts));
@@ -239,6 +247,35 @@ static void test_features(void) {
   c.groups = 8;
   c.page_size = 16;
   run_qcase(&c);
+}
+
+/* The serial form (the CPU rows' choice) reads every format: int4 of 1, 2
+ * and 4 groups, fp8 and fnuz, paged, causal Mq 4 with bias, splits, MHA,
+ * and a head dim of 8-wide vectors (D = 72, not a multiple of 16). */
+static void test_serial(void) {
+  qcase c = {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  serial_form = true;
+  run_qcase(&c);
+  c.groups = 4;
+  c.page_size = 16;
+  c.Mq = 4;
+  c.causal = c.bias = 1;
+  c.splits = 3;
+  run_qcase(&c);
+  c.kvdt = CLATTN_FP8;
+  c.groups = 1;
+  run_qcase(&c);
+  c.kvdt = CLATTN_FP8_FNUZ;
+  c.page_size = 0;
+  c.D = 72;
+  run_qcase(&c);
+  c.kvdt = CLATTN_INT4;
+  c.groups = 2;
+  c.D = 0;
+  c.hkv = 8;
+  c.splits = 0;
+  run_qcase(&c);
+  serial_form = false;
 }
 
 static void test_kstage(void) {
@@ -395,6 +432,7 @@ void add_decode_quant_tests(CU_pSuite s) {
   CU_add_test(s, "quantized K/V: fp8 e4m3fn and fnuz", test_fp8);
   CU_add_test(s, "quantized K/V: causal, bias, paged, lanes", test_features);
   CU_add_test(s, "quantized K/V: K rows staged in local memory", test_kstage);
+  CU_add_test(s, "quantized K/V: the serial form", test_serial);
   CU_add_test(s, "quantized K/V: tensor-core form (PTX emulated off NVIDIA)", test_mma);
   CU_add_test(s, "quantized K/V: tensor-core form, rows staged through a ring", test_mma_staged);
   CU_add_test(s, "quantized K/V: padded head dims on tensor cores 80 96 112", test_padded_dims);

@@ -60,10 +60,13 @@ static const cli_decode_shape decode_quick_shapes[] = {
 };
 /* The kernels' shape first (the split plan depends on it), then the plan;
  * the tensor-core form's parameters only where it runs, the portable
- * kernel's only where that runs. */
+ * kernel's only where that runs. The serial form (CPU rows) is weighed
+ * against the work-group kernel where it runs; it is never tried on a GPU,
+ * where one work-item per group would take seconds. */
 #define TC "tensor cores"
 #define PORT "portable"
 static const knob decode_knobs[] = {
+    {"decode_serial", 2, {0, 1}, "serial"},
     {"decode_wg", 4, {32, 64, 128, 256}, PORT},
     {"decode_lane_keys", 2, {0, 1}, PORT},
     {"decode_kstage", 2, {0, 1}, PORT},
