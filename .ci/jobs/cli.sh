@@ -85,6 +85,8 @@ tune_check() {
   wg=$(sed -n 's/^decode_wg=//p' "$f")
   log=$(CLATTN_TUNING_FILE="$f" "$bin" devices --params --device "$CLATTN_DEVICE" 2>&1)
   grep -qE "decode_wg +$wg +override file" <<<"$log" || { echo "devices --params does not show the file"; return 1; }
+  # decode_wg sizes the work-group kernel (a CPU's row takes the serial form, built for one work-item)
+  grep -q '^decode_serial=' "$f" && sed -i 's/^decode_serial=.*/decode_serial=0/' "$f" || echo decode_serial=0 >> "$f"
   log=$(CLATTN_TUNING_FILE="$f" CLATTN_LOG=debug CLATTN_CACHE_DIR="$dir/cache" \
     "$bin" run decode --batch 1 --heads 4 --kv-heads 2 --head-dim 64 --ctx 100 $R 2>&1)
   grep -q -- "decode.cl \[.*-DWG=$wg " <<<"$log" || { echo "decode_wg=$wg is not in decode's build options"; return 1; }
