@@ -7,7 +7,8 @@
  * OpenCL build does not get (H200, driver 580: ".target sm_90", also with
  * -cl-nv-arch sm_90a). The last probes take the other route: the PTX of a
  * built kernel, edited to `.target sm_90a` (and wgmma put in), loaded back
- * with clCreateProgramWithBinary (H200: built and ran).
+ * with clCreateProgramWithBinary (H200: built and ran); then a wgmma
+ * product checked against the CPU, and the rates of mma.sync and wgmma.
  *   cc -O2 -o /tmp/ptx_probe tools/ptx_probe.c -lOpenCL
  *   /tmp/ptx_probe [device substring, default NVIDIA] [build options, e.g.
  *   "-cl-nv-arch sm_90a"] */
@@ -79,140 +80,35 @@ static const probe probes[] = {
 };
 #undef SH
 
-/* The PTX route around the OpenCL compiler's target: a kernel built from
- * source with a marker in an inline asm, its PTX (NVIDIA's program binary)
- * edited (the marker replaced by `insn`, the target by `target`) and loaded
- * back with clCreateProgramWithBinary, then run. */
-static void probe_binary(cl_device_id dev, const char *what, const char *insn, const char *target) {
-  static const char *src = "__kernel void probe(__global uint *out) {\n"
-                           "  asm volatile(\"// CLATTN_PROBE_SLOT\");\n"
-                           "  out[get_global_id(0)] = 7;\n}\n";
+/* ---------------------------------------------------------------- the PTX route
+ *
+ * Around the OpenCL compiler's target: a kernel whose sm_90a instructions
+ * are inline asm comments "// CLATTN_PTX <instruction>" (the compiler
+ * substitutes their operands' registers) is built from source; its PTX
+ * (NVIDIA's program binary) has the markers removed and, with `raise`, the
+ * target raised to sm_90a, and is loaded back with
+ * clCreateProgramWithBinary. NULL (the log printed) when it does not build. */
+static cl_program build_patched(cl_context ctx, cl_device_id dev, const char *src, int raise,
+                                const char *what) {
   cl_int err;
-  cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-  cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
-  cl_mem out = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
   cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
   size_t n = 0;
+  char log[2048] = "";
   if (clBuildProgram(prog, 1, &dev, "", NULL, NULL) != CL_SUCCESS ||
       clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) != CL_SUCCESS || !n) {
-    printf("%-52s the marker kernel did not build\n", what);
-    return;
-  }
-  char *ptx = malloc(n + 1), *edited = malloc(n + 1024);
-  clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof ptx, &ptx, NULL);
-  ptx[n] = 0;
-  clReleaseProgram(prog);
-  /* copy, replacing the marker and the .target line's architecture */
-  char *o = edited;
-  for (const char *c = ptx; *c;) {
-    if (!strncmp(c, "// CLATTN_PROBE_SLOT", 20)) {
-      o += sprintf(o, "%s", insn);
-      c += 20;
-    } else if (!strncmp(c, ".target sm_90", 13)) {
-      o += sprintf(o, ".target %s", target);
-      c += 13;
-    } else {
-      *o++ = *c++;
-    }
-  }
-  *o = 0;
-  const size_t len = strlen(edited);
-  const unsigned char *bin = (const unsigned char *)edited;
-  cl_int st = 0;
-  prog = clCreateProgramWithBinary(ctx, 1, &dev, &len, &bin, &st, &err);
-  const char *res = "built and ran";
-  cl_uint got = 0;
-  if (err != CL_SUCCESS || st != CL_SUCCESS) {
-    res = "binary refused";
-  } else if (clBuildProgram(prog, 1, &dev, "", NULL, NULL) != CL_SUCCESS) {
-    char log[1024] = "";
     clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
-    for (char *c = log; *c; c++)
-      if (*c == '\n') *c = ' ';
-    printf("%-52s rejected: %.300s\n", what, log);
-    res = NULL;
-  } else {
-    cl_kernel k = clCreateKernel(prog, "probe", &err);
-    clSetKernelArg(k, 0, sizeof out, &out);
-    const size_t g = 128, l = 128;
-    err = clEnqueueNDRangeKernel(q, k, 1, NULL, &g, &l, 0, NULL, NULL);
-    if (err == CL_SUCCESS) err = clEnqueueReadBuffer(q, out, CL_TRUE, 0, 4, &got, 0, NULL, NULL);
-    if (err != CL_SUCCESS || got != 7) res = "FAULTED or wrong result";
-    clReleaseKernel(k);
+    printf("%-52s the marked kernel did not build: %.400s\n", what, log);
+    return NULL;
   }
-  if (res) printf("%-52s %s\n", what, res);
-  if (prog) clReleaseProgram(prog);
-  free(ptx), free(edited);
-  clReleaseMemObject(out);
-  clReleaseCommandQueue(q);
-  clReleaseContext(ctx);
-}
-
-/* A numeric check of warpgroup MMA by the same route: one warpgroup (128
- * work-items) computes C (64 x 8, f32) = A (64 x 16) B^T (B: 8 x 16), f16
- * operands in local memory without swizzle. Each 8 x 8 core matrix is 128
- * contiguous bytes (8 rows of 16); A's cores (mi, ki) lie at (2 mi + ki)
- * 128 bytes, B's at ki 128. The kernel's inline asm is a comment naming the
- * operands (the compiler writes their registers into it), replaced in the
- * PTX by the wgmma sequence; the descriptors' two byte offsets are the
- * kernel's arguments, so both readings of "leading" and "stride" are tried. */
-static const char *wgmma_src =
-    "__kernel void probe(__global float *out, uint lbo, uint sbo) {\n"
-    "  __local uint4 a4[128], b4[16]; /* 2 KB, 256 B: 16-byte aligned */\n"
-    "  __local ushort *a = (__local ushort *)a4, *b = (__local ushort *)b4;\n"
-    "  const int l = get_local_id(0);\n"
-    "  for (int i = l; i < 64 * 16; i += 128) { /* A[m][k] = (m + 2k) % 7 - 3 */\n"
-    "    const int m = i / 16, k = i % 16;\n"
-    "    vstore_half((float)((m + 2 * k) % 7 - 3), ((m / 8) * 2 + k / 8) * 64 + (m % 8) * 8 + k % 8, (__local half *)a);\n"
-    "  }\n"
-    "  if (l < 128) { /* B[n][k] = (3n + k) % 5 - 2 */\n"
-    "    const int n = l / 16, k = l % 16;\n"
-    "    vstore_half((float)((3 * n + k) % 5 - 2), (k / 8) * 64 + n * 8 + k % 8, (__local half *)b);\n"
-    "  }\n"
-    "  barrier(CLK_LOCAL_MEM_FENCE);\n"
-    "  asm volatile(\"fence.proxy.async.shared::cta;\");\n"
-    "  const uint sa = (uint)(size_t)a, sb = (uint)(size_t)b;\n"
-    "  const ulong hi = ((ulong)((sbo >> 4) & 0x3fff) << 32) | ((ulong)((lbo >> 4) & 0x3fff) << 16);\n"
-    "  const ulong da = hi | ((sa & 0x3ffff) >> 4), db = hi | ((sb & 0x3ffff) >> 4);\n"
-    "  float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;\n"
-    "  asm volatile(\"// CLATTN_WGMMA %0 %1 %2 %3 %4 %5 %6\" : \"+f\"(d0), \"+f\"(d1), \"+f\"(d2), \"+f\"(d3)\n"
-    "               : \"l\"(da), \"l\"(db), \"r\"(1u));\n"
-    "  const int w = l / 32, g = (l % 32) / 4, t = l % 4, r = 16 * w + g;\n"
-    "  out[r * 8 + 2 * t] = d0; out[r * 8 + 2 * t + 1] = d1;\n"
-    "  out[(r + 8) * 8 + 2 * t] = d2; out[(r + 8) * 8 + 2 * t + 1] = d3;\n"
-    "}\n";
-
-static void probe_wgmma_gemm(cl_device_id dev) {
-  cl_int err;
-  cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-  cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
-  cl_mem out = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * 8 * 4, NULL, &err);
-  cl_program prog = clCreateProgramWithSource(ctx, 1, &wgmma_src, NULL, &err);
-  size_t n = 0;
-  if (clBuildProgram(prog, 1, &dev, "", NULL, NULL) != CL_SUCCESS ||
-      clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) != CL_SUCCESS || !n) {
-    char log[2048] = "";
-    clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
-    printf("wgmma GEMM: the marker kernel did not build: %.400s\n", log);
-    return;
-  }
-  char *ptx = malloc(n + 1), *edited = malloc(n + 4096);
+  char *ptx = malloc(n + 1), *edited = malloc(n + 2);
   clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof ptx, &ptx, NULL);
   ptx[n] = 0;
   clReleaseProgram(prog);
   char *o = edited;
   for (const char *c = ptx; *c;) {
-    if (!strncmp(c, "// CLATTN_WGMMA ", 16)) {
-      char r[7][32];
-      if (sscanf(c + 16, "%31s %31s %31s %31s %31s %31s %31s", r[0], r[1], r[2], r[3], r[4], r[5], r[6]) != 7)
-        break;
-      o += sprintf(o,
-                   "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %s, 0;\n\twgmma.fence.sync.aligned;\n\t"
-                   "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%s, %s, %s, %s}, %s, %s, p, 1, 1, 0, 0;\n\t"
-                   "wgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 0;\n\t}",
-                   r[6], r[0], r[1], r[2], r[3], r[4], r[5]);
-      while (*c && *c != '\n') c++;
-    } else if (!strncmp(c, ".target sm_90", 13)) {
+    if (!strncmp(c, "// CLATTN_PTX ", 14)) {
+      c += 14;
+    } else if (raise && !strncmp(c, ".target sm_90", 13) && c[13] != 'a') {
       o += sprintf(o, ".target sm_90a");
       c += 13;
     } else {
@@ -224,14 +120,118 @@ static void probe_wgmma_gemm(cl_device_id dev) {
   const unsigned char *bin = (const unsigned char *)edited;
   cl_int st = 0;
   prog = clCreateProgramWithBinary(ctx, 1, &dev, &len, &bin, &st, &err);
+  free(ptx), free(edited);
   if (err != CL_SUCCESS || clBuildProgram(prog, 1, &dev, "", NULL, NULL) != CL_SUCCESS) {
-    char log[2048] = "";
     if (prog) clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
     for (char *c = log; *c; c++)
       if (*c == '\n') *c = ' ';
-    printf("wgmma GEMM: the patched PTX did not build: %.500s\n", log);
-    return;
+    printf("%-52s the patched PTX did not build: %.500s\n", what, log);
+    if (prog) clReleaseProgram(prog);
+    return NULL;
   }
+  return prog;
+}
+
+/* A context with a profiling queue and an output buffer of `bytes`. */
+typedef struct env {
+  cl_context ctx;
+  cl_command_queue q;
+  cl_mem out;
+} env;
+static env env_make(cl_device_id dev, size_t bytes) {
+  cl_int err;
+  env e;
+  e.ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+  e.q = clCreateCommandQueue(e.ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
+  e.out = clCreateBuffer(e.ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+  return e;
+}
+static void env_release(env *e) {
+  clReleaseMemObject(e->out);
+  clReleaseCommandQueue(e->q);
+  clReleaseContext(e->ctx);
+}
+
+/* Launches kernel `name` of prog (argument 0 the output, then the ints
+ * given) `reps` times over g work-items in groups of 128; the best time in
+ * ns, or -1 when a launch fails. */
+static double launch(env *e, cl_program prog, size_t g, int reps, int nargs, const cl_uint *args) {
+  cl_int err;
+  cl_kernel k = clCreateKernel(prog, "probe", &err);
+  clSetKernelArg(k, 0, sizeof e->out, &e->out);
+  for (int i = 0; i < nargs; i++) clSetKernelArg(k, (cl_uint)i + 1, sizeof args[i], &args[i]);
+  const size_t l = 128;
+  double best = 1e30;
+  for (int rep = 0; rep < reps; rep++) {
+    cl_event ev;
+    if ((err = clEnqueueNDRangeKernel(e->q, k, 1, NULL, &g, &l, 0, NULL, &ev)) != CL_SUCCESS) break;
+    if ((err = clWaitForEvents(1, &ev)) != CL_SUCCESS) break;
+    cl_ulong t0 = 0, t1 = 0;
+    clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
+    clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+    clReleaseEvent(ev);
+    if ((double)(t1 - t0) < best) best = (double)(t1 - t0);
+  }
+  clReleaseKernel(k);
+  return err == CL_SUCCESS ? best : -1.0;
+}
+
+/* A marked kernel that stores 7 everywhere, with `body` first: built by the
+ * route (target raised or not), run, the result read back. */
+static void probe_route(cl_device_id dev, const char *what, const char *body, int raise) {
+  char src[1024];
+  snprintf(src, sizeof src, "__kernel void probe(__global uint *out) {\n  %s\n  out[get_global_id(0)] = 7;\n}\n",
+           body);
+  env e = env_make(dev, 4096);
+  cl_program prog = build_patched(e.ctx, dev, src, raise, what);
+  if (prog) {
+    cl_uint got = 0;
+    const int ok = launch(&e, prog, 128, 1, 0, NULL) >= 0 &&
+                   clEnqueueReadBuffer(e.q, e.out, CL_TRUE, 0, 4, &got, 0, NULL, NULL) == CL_SUCCESS && got == 7;
+    printf("%-52s %s\n", what, ok ? "built and ran" : "FAULTED or wrong result");
+    clReleaseProgram(prog);
+  }
+  env_release(&e);
+}
+
+/* A numeric check of warpgroup MMA: one warpgroup (128 work-items) computes
+ * C (64 x 8, f32) = A (64 x 16) B^T (B: 8 x 16), f16 operands in local
+ * memory without swizzle. Each 8 x 8 core matrix is 128 contiguous bytes (8
+ * rows of 16); A's cores (mi, ki) lie at (2 mi + ki) 128 bytes, B's at ki
+ * 128. The descriptors' two byte offsets are the kernel's arguments, so both
+ * readings of "leading" and "stride" are tried. */
+static const char *wgmma_src =
+    "__kernel void probe(__global float *out, uint lbo, uint sbo) {\n"
+    "  __local uint4 a4[128], b4[16]; /* 2 KB, 256 B: 16-byte aligned */\n"
+    "  __local ushort *a = (__local ushort *)a4, *b = (__local ushort *)b4;\n"
+    "  const int l = get_local_id(0);\n"
+    "  for (int i = l; i < 64 * 16; i += 128) { /* A[m][k] = (m + 2k) % 7 - 3 */\n"
+    "    const int m = i / 16, k = i % 16;\n"
+    "    vstore_half((float)((m + 2 * k) % 7 - 3), ((m / 8) * 2 + k / 8) * 64 + (m % 8) * 8 + k % 8,"
+    " (__local half *)a);\n"
+    "  }\n"
+    "  { /* B[n][k] = (3n + k) % 5 - 2 */\n"
+    "    const int n = l / 16, k = l % 16;\n"
+    "    vstore_half((float)((3 * n + k) % 5 - 2), (k / 8) * 64 + n * 8 + k % 8, (__local half *)b);\n"
+    "  }\n"
+    "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "  asm volatile(\"fence.proxy.async.shared::cta;\");\n"
+    "  const uint sa = (uint)(size_t)a, sb = (uint)(size_t)b;\n"
+    "  const ulong hi = ((ulong)((sbo >> 4) & 0x3fff) << 32) | ((ulong)((lbo >> 4) & 0x3fff) << 16);\n"
+    "  const ulong da = hi | ((sa & 0x3ffff) >> 4), db = hi | ((sb & 0x3ffff) >> 4);\n"
+    "  float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;\n"
+    "  asm volatile(\"// CLATTN_PTX {.reg .pred p; setp.ne.b32 p, %6, 0; wgmma.fence.sync.aligned;\"\n"
+    "               \" wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\"\n"
+    "               \" wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0;}\"\n"
+    "               : \"+f\"(d0), \"+f\"(d1), \"+f\"(d2), \"+f\"(d3) : \"l\"(da), \"l\"(db), \"r\"(1u));\n"
+    "  const int w = l / 32, g = (l % 32) / 4, t = l % 4, r = 16 * w + g;\n"
+    "  out[r * 8 + 2 * t] = d0; out[r * 8 + 2 * t + 1] = d1;\n"
+    "  out[(r + 8) * 8 + 2 * t] = d2; out[(r + 8) * 8 + 2 * t + 1] = d3;\n"
+    "}\n";
+
+static void probe_wgmma_gemm(cl_device_id dev) {
+  env e = env_make(dev, 64 * 8 * 4);
+  cl_program prog = build_patched(e.ctx, dev, wgmma_src, 1, "wgmma GEMM m64n8k16");
   float ref[64 * 8];
   for (int m = 0; m < 64; m++)
     for (int j = 0; j < 8; j++) {
@@ -240,89 +240,53 @@ static void probe_wgmma_gemm(cl_device_id dev) {
       ref[m * 8 + j] = acc;
     }
   static const cl_uint offs[][2] = {{128, 256}, {256, 128}};
-  for (int v = 0; v < 2; v++) {
-    cl_kernel k = clCreateKernel(prog, "probe", &err);
-    clSetKernelArg(k, 0, sizeof out, &out);
-    clSetKernelArg(k, 1, sizeof offs[v][0], &offs[v][0]);
-    clSetKernelArg(k, 2, sizeof offs[v][1], &offs[v][1]);
-    const size_t g = 128, l = 128;
+  for (int v = 0; prog && v < 2; v++) {
     float got[64 * 8];
-    err = clEnqueueNDRangeKernel(q, k, 1, NULL, &g, &l, 0, NULL, NULL);
-    if (err == CL_SUCCESS) err = clEnqueueReadBuffer(q, out, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL);
-    clReleaseKernel(k);
-    if (err != CL_SUCCESS) {
-      printf("wgmma GEMM m64n8k16, LBO %u SBO %u: FAULTED (%d)\n", offs[v][0], offs[v][1], err);
+    if (launch(&e, prog, 128, 1, 2, offs[v]) < 0 ||
+        clEnqueueReadBuffer(e.q, e.out, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL) != CL_SUCCESS) {
+      printf("wgmma GEMM m64n8k16, LBO %u SBO %u: FAULTED\n", offs[v][0], offs[v][1]);
       break;
     }
     int bad = 0;
     for (int i = 0; i < 64 * 8; i++) bad += got[i] != ref[i];
-    printf("wgmma GEMM m64n8k16, LBO %u SBO %u: %d of 512 elements differ from the CPU's (C[0][0..3] %g %g %g %g, want %g %g %g %g)\n",
+    printf("wgmma GEMM m64n8k16, LBO %u SBO %u: %d of 512 elements differ from the CPU's (C[0][0..3] %g %g %g "
+           "%g, want %g %g %g %g)\n",
            offs[v][0], offs[v][1], bad, got[0], got[1], got[2], got[3], ref[0], ref[1], ref[2], ref[3]);
   }
-  clReleaseProgram(prog);
-  free(ptx), free(edited);
-  clReleaseMemObject(out);
-  clReleaseCommandQueue(q);
-  clReleaseContext(ctx);
+  if (prog) clReleaseProgram(prog);
+  env_release(&e);
 }
 
-/* Builds `src` (OpenCL C whose sm_90a instructions are inline asm
- * comments "// CLATTN_PTX <instruction>", operands substituted by the
- * compiler) into a program whose PTX has the marker removed and the target
- * raised to sm_90a. NULL (the log printed) when it does not build. */
-static cl_program build_sm90a(cl_context ctx, cl_device_id dev, const char *src, const char *what) {
-  cl_int err;
-  cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
-  size_t n = 0;
-  char log[2048] = "";
-  if (clBuildProgram(prog, 1, &dev, "", NULL, NULL) != CL_SUCCESS ||
-      clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) != CL_SUCCESS || !n) {
-    clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
-    printf("%s: the marked kernel did not build: %.400s\n", what, log);
-    return NULL;
+/* The rate of `flop_per_group` FLOPs per work-group of 128 in kernel `src`
+ * (argument: the iterations), 4 groups per unit. */
+static void probe_rate(cl_device_id dev, const char *what, const char *src, int raise, double flop_per_iter) {
+  env e = env_make(dev, 1 << 20);
+  cl_program prog = build_patched(e.ctx, dev, src, raise, what);
+  if (!prog) {
+    env_release(&e);
+    return;
   }
-  char *ptx = malloc(n + 1), *edited = malloc(n + 1);
-  clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof ptx, &ptx, NULL);
-  ptx[n] = 0;
+  cl_uint units = 0;
+  clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL);
+  const cl_uint iters = 4096;
+  const double ns = launch(&e, prog, (size_t)units * 4 * 128, 5, 1, &iters);
+  if (ns > 0)
+    printf("%-52s %.0f TFLOP/s (%u units, 4 groups of 128 each, %u iterations)\n", what,
+           flop_per_iter * iters * units * 4 / ns * 1e-3, units, iters);
+  else
+    printf("%-52s launch failed\n", what);
   clReleaseProgram(prog);
-  char *o = edited;
-  for (const char *c = ptx; *c;) {
-    if (!strncmp(c, "// CLATTN_PTX ", 14)) {
-      c += 14;
-    } else if (!strncmp(c, ".target sm_90", 13) && c[13] != 'a') {
-      o += sprintf(o, ".target sm_90"); /* then the 'a' */
-      *o++ = 'a';
-      c += 13;
-    } else {
-      *o++ = *c++;
-    }
-  }
-  *o = 0;
-  const size_t len = strlen(edited);
-  const unsigned char *bin = (const unsigned char *)edited;
-  cl_int st = 0;
-  prog = clCreateProgramWithBinary(ctx, 1, &dev, &len, &bin, &st, &err);
-  free(ptx), free(edited);
-  if (err != CL_SUCCESS || clBuildProgram(prog, 1, &dev, "", NULL, NULL) != CL_SUCCESS) {
-    if (prog) clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
-    for (char *c = log; *c; c++)
-      if (*c == '\n') *c = ' ';
-    printf("%s: the patched PTX did not build: %.500s\n", what, log);
-    if (prog) clReleaseProgram(prog);
-    return NULL;
-  }
-  return prog;
+  env_release(&e);
 }
 
-/* The rate of warpgroup MMA m64nNk16 (f16 in, f32 accumulators) from one
- * local tile, ITER instructions per warpgroup, four warpgroups per unit,
- * against mma.sync m16n8k16 over the same FLOPs. No result is checked here
- * (probe_wgmma_gemm checks one product): the operands are zeros. */
+/* Warpgroup MMA m64nNk16 (f16 in, f32 accumulators) from one local tile of
+ * zeros, ITER instructions in a row per warpgroup: its rate (no result is
+ * checked here; probe_wgmma_gemm checks one product). */
 static void probe_wgmma_rate(cl_device_id dev, int N) {
   const int acc = N / 2; /* f32 accumulators per work-item */
   char src[16384], *o = src;
   o += sprintf(o,
-               "__kernel void rate(__global float *out, int iters) {\n"
+               "__kernel void probe(__global float *out, int iters) {\n"
                "  __local uint4 t4[%d]; /* A 64 x 16 and B %d x 16, f16: zeros */\n"
                "  for (int i = get_local_id(0); i < %d; i += 128) t4[i] = (uint4)(0u);\n"
                "  barrier(CLK_LOCAL_MEM_FENCE);\n"
@@ -339,100 +303,30 @@ static void probe_wgmma_rate(cl_device_id dev, int N) {
   for (int i = 0; i < acc; i++) o += sprintf(o, "%s%%%d", i ? ", " : "", i);
   o += sprintf(o, "}, %%%d, %%%d, p, 1, 1, 0, 0;}\"\n                 : ", acc, acc + 1);
   for (int i = 0; i < acc; i++) o += sprintf(o, "%s\"+f\"(d[%d])", i ? ", " : "", i);
-  o += sprintf(o, " : \"l\"(da), \"l\"(db), \"r\"(1u));\n"
-                  "  asm volatile(\"// CLATTN_PTX wgmma.commit_group.sync.aligned;\");\n"
-                  "  asm volatile(\"// CLATTN_PTX wgmma.wait_group.sync.aligned 0;\");\n"
-                  "  float s = 0.0f;\n  for (int i = 0; i < %d; i++) s += d[i];\n"
-                  "  out[get_global_id(0)] = s;\n}\n",
+  o += sprintf(o,
+               " : \"l\"(da), \"l\"(db), \"r\"(1u));\n"
+               "  asm volatile(\"// CLATTN_PTX wgmma.commit_group.sync.aligned;\");\n"
+               "  asm volatile(\"// CLATTN_PTX wgmma.wait_group.sync.aligned 0;\");\n"
+               "  float s = 0.0f;\n  for (int i = 0; i < %d; i++) s += d[i];\n"
+               "  out[get_global_id(0)] = s;\n}\n",
                acc);
-  cl_int err;
-  cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-  cl_command_queue q = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
   char what[64];
   snprintf(what, sizeof what, "wgmma rate m64n%dk16", N);
-  cl_program prog = build_sm90a(ctx, dev, src, what);
-  if (!prog) return;
-  cl_uint units = 0;
-  clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL);
-  const size_t l = 128, g = (size_t)units * 4 * l;
-  cl_mem out = clCreateBuffer(ctx, CL_MEM_WRITE_ONLY, g * 4, NULL, &err);
-  cl_kernel k = clCreateKernel(prog, "rate", &err);
-  const int iters = 4096;
-  clSetKernelArg(k, 0, sizeof out, &out);
-  clSetKernelArg(k, 1, sizeof iters, &iters);
-  double best = 1e30;
-  for (int rep = 0; rep < 5 && err == CL_SUCCESS; rep++) {
-    cl_event e;
-    err = clEnqueueNDRangeKernel(q, k, 1, NULL, &g, &l, 0, NULL, &e);
-    if (err != CL_SUCCESS) break;
-    clWaitForEvents(1, &e);
-    cl_ulong t0 = 0, t1 = 0;
-    clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
-    clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
-    clReleaseEvent(e);
-    if ((double)(t1 - t0) < best) best = (double)(t1 - t0);
-  }
-  const double flop = 2.0 * 64 * N * 16 * (double)iters * (double)(g / l);
-  if (err == CL_SUCCESS)
-    printf("%s: %.0f TFLOP/s (%u units, 4 warpgroups each, %d in a row; dense f16 peak about 989)\n", what,
-           flop / best * 1e-3, units, iters);
-  else
-    printf("%s: launch failed (%d)\n", what, err);
-  clReleaseKernel(k);
-  clReleaseProgram(prog);
-  clReleaseMemObject(out);
-  clReleaseCommandQueue(q);
-  clReleaseContext(ctx);
+  probe_rate(dev, what, src, 1, 2.0 * 64 * N * 16);
 }
 
-/* The same FLOPs through mma.sync m16n8k16 (what the kernels use now), 4
- * independent accumulators per warp, four warpgroups' worth of warps per unit. */
-static void probe_mma_sync_rate(cl_device_id dev) {
-  static const char *src =
-      "__kernel void rate(__global float *out, int iters) {\n"
-      "  float4 c[4] = {(float4)(0.0f), (float4)(0.0f), (float4)(0.0f), (float4)(0.0f)};\n"
-      "  const uint a0 = get_local_id(0), a1 = a0 + 1, a2 = a0 + 2, a3 = a0 + 3, b0 = a0 ^ 5, b1 = a0 ^ 9;\n"
-      "  for (int it = 0; it < iters; it++)\n"
-      "    for (int j = 0; j < 4; j++)\n"
-      "      asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7},"
-      " {%8, %9}, {%0, %1, %2, %3};\" : \"+f\"(c[j].x), \"+f\"(c[j].y), \"+f\"(c[j].z), \"+f\"(c[j].w)"
-      " : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n"
-      "  out[get_global_id(0)] = c[0].x + c[1].y + c[2].z + c[3].w;\n}\n";
-  cl_int err;
-  cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-  cl_command_queue q = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
-  cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
-  if (clBuildProgram(prog, 1, &dev, "", NULL, NULL) != CL_SUCCESS) {
-    printf("mma.sync rate: did not build\n");
-    return;
-  }
-  cl_uint units = 0;
-  clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL);
-  const size_t l = 128, g = (size_t)units * 4 * l;
-  cl_mem out = clCreateBuffer(ctx, CL_MEM_WRITE_ONLY, g * 4, NULL, &err);
-  cl_kernel k = clCreateKernel(prog, "rate", &err);
-  const int iters = 4096;
-  clSetKernelArg(k, 0, sizeof out, &out);
-  clSetKernelArg(k, 1, sizeof iters, &iters);
-  double best = 1e30;
-  for (int rep = 0; rep < 5; rep++) {
-    cl_event e;
-    if (clEnqueueNDRangeKernel(q, k, 1, NULL, &g, &l, 0, NULL, &e) != CL_SUCCESS) break;
-    clWaitForEvents(1, &e);
-    cl_ulong t0 = 0, t1 = 0;
-    clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
-    clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
-    clReleaseEvent(e);
-    if ((double)(t1 - t0) < best) best = (double)(t1 - t0);
-  }
-  const double flop = 2.0 * 16 * 8 * 16 * 4 * (double)iters * (double)(g / 32);
-  printf("mma.sync m16n8k16 rate: %.0f TFLOP/s (4 independent products per warp)\n", flop / best * 1e-3);
-  clReleaseKernel(k);
-  clReleaseProgram(prog);
-  clReleaseMemObject(out);
-  clReleaseCommandQueue(q);
-  clReleaseContext(ctx);
-}
+/* The same through mma.sync m16n8k16 (what the kernels use now): 4
+ * independent products per warp, 4 warps per group. */
+static const char *mma_sync_src =
+    "__kernel void probe(__global float *out, int iters) {\n"
+    "  float4 c[4] = {(float4)(0.0f), (float4)(0.0f), (float4)(0.0f), (float4)(0.0f)};\n"
+    "  const uint a0 = get_local_id(0), a1 = a0 + 1, a2 = a0 + 2, a3 = a0 + 3, b0 = a0 ^ 5, b1 = a0 ^ 9;\n"
+    "  for (int it = 0; it < iters; it++)\n"
+    "    for (int j = 0; j < 4; j++)\n"
+    "      asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7},"
+    " {%8, %9}, {%0, %1, %2, %3};\" : \"+f\"(c[j].x), \"+f\"(c[j].y), \"+f\"(c[j].z), \"+f\"(c[j].w)"
+    " : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n"
+    "  out[get_global_id(0)] = c[0].x + c[1].y + c[2].z + c[3].w;\n}\n";
 
 int main(int argc, char **argv) {
   const char *want = argc > 1 ? argv[1] : "NVIDIA";
@@ -507,17 +401,15 @@ int main(int argc, char **argv) {
     clReleaseContext(ctx);
   }
   if (strstr(name, "NVIDIA") || strstr(name, "H100") || strstr(name, "H200")) {
-    probe_binary(dev, "PTX binary, unchanged (sm_90)", "", "sm_90");
-    probe_binary(dev, "PTX binary, .target sm_90a", "", "sm_90a");
-    probe_binary(dev, "PTX binary sm_90a, wgmma fence/commit/wait",
-                 "wgmma.fence.sync.aligned;\n\twgmma.commit_group.sync.aligned;\n\t"
-                 "wgmma.wait_group.sync.aligned 0;",
-                 "sm_90a");
+    probe_route(dev, "PTX route, nothing changed (sm_90)", "", 0);
+    probe_route(dev, "PTX route, .target sm_90a", "", 1);
+    probe_route(dev, "PTX route sm_90a, wgmma fence/commit/wait",
+                "asm volatile(\"// CLATTN_PTX wgmma.fence.sync.aligned; wgmma.commit_group.sync.aligned;"
+                " wgmma.wait_group.sync.aligned 0;\");",
+                1);
     probe_wgmma_gemm(dev);
-    probe_mma_sync_rate(dev);
-    probe_wgmma_rate(dev, 64);
-    probe_wgmma_rate(dev, 128);
-    probe_wgmma_rate(dev, 256);
+    probe_rate(dev, "mma.sync m16n8k16 rate", mma_sync_src, 0, 2.0 * 16 * 8 * 16 * 4 * 4);
+    for (int n = 64; n <= 256; n *= 2) probe_wgmma_rate(dev, n);
   }
   return 0;
 }
