@@ -649,9 +649,8 @@ CLATTN_INLINE void port_softmax(__local float (*s_l)[RB][WG], __local int (*tmax
   (void)sh;
   for (int r = 0; r < RB; r++) {
     const float sc = s_l[par][r][tid];
-    const float m_new = fmax(m_run[r], float_of_ord(tmax_l[par][r]));
-    float alpha = 1.0f;
-    if (m_new != -INFINITY) alpha = exp2(m_run[r] - m_new); /* 0 when m_run is -inf */
+    float alpha;
+    const float m_new = state_step2(m_run[r], float_of_ord(tmax_l[par][r]), &alpha);
     acc[r] *= alpha;
     l_run[r] *= alpha;
 #if KV_Q
