@@ -337,7 +337,7 @@ clattn_status clattn_check_enqueue(const clattn_context *ctx, cl_command_queue q
  * (OpenCL defers the free until then). */
 clattn_status clattn_temp_buffer(clattn_context *ctx, size_t bytes, cl_mem *out);
 
-/* ------------------------------------------------------------------ decode (lib/decode.c) */
+/* ------------------------------------------------------------------ decode (lib/decode.c, lib/decode_plan.c) */
 
 /* A decode call as validated (every tensor checked against its buffer and
  * ctx, every size in range, the aliasing rules); shared by decode and the
