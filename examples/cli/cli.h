@@ -48,13 +48,15 @@ void cli_progress_done(void);
 /* One timed repetition: behind a user event when `gated` (so host overhead
  * stays out; not for operations that block the host), a write over `flush`
  * (flush_n words) to evict the cache, a tick kernel, then fn; returns the ms
- * from the tick's end to the end of fn's event, NaN on error. */
+ * from the tick's end to the end of fn's event, NaN on error; *last_ms (when
+ * not NULL) gets that event's own START to END (of the whole operation where
+ * it is one kernel: no launch gap). */
 typedef clattn_status (*cli_enqueue_fn)(void *priv, cl_event *done);
 /* A buffer twice the device's cache (8 MiB .. 512 MiB) for cli_time_once's
  * flush; *words gets its size in 4-byte words. NULL after printing an error. */
 cl_mem cli_flush_buffer(cli_env *env, size_t *words);
 double cli_time_once(cli_env *env, cl_mem flush, size_t flush_n, int it, bool gated,
-                     cli_enqueue_fn fn, void *priv);
+                     cli_enqueue_fn fn, void *priv, double *last_ms);
 
 /* Prints "clattn: <what>: <status>: <message>" to stderr; returns 1. */
 int cli_fail(const char *what, clattn_status s);

@@ -476,7 +476,7 @@ bool cli_tick(cli_env *env, cl_event *e) {
 }
 
 double cli_time_once(cli_env *env, cl_mem flush, size_t flush_n, int it, bool gated,
-                     cli_enqueue_fn fn, void *priv) {
+                     cli_enqueue_fn fn, void *priv, double *last_ms) {
   cl_int err = CL_SUCCESS;
   cl_event gate = gated ? clCreateUserEvent(clattn_context_cl(env->ctx), &err) : NULL;
   if (err != CL_SUCCESS) return NAN;
@@ -501,6 +501,7 @@ double cli_time_once(cli_env *env, cl_mem flush, size_t flush_n, int it, bool ga
     if (clGetEventProfilingInfo(tick, CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL) == CL_SUCCESS &&
         clGetEventProfilingInfo(done, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS)
       ms = (double)(t1 - t0) * 1e-6;
+    if (last_ms) *last_ms = cli_event_ms(done);
   }
   if (tick) clReleaseEvent(tick);
   if (done) clReleaseEvent(done);

@@ -71,7 +71,7 @@ static double time_device(timer *t, enqueue_fn fn, void *priv, const opts *o, co
   if (!v) return NAN;
   int got = 0;
   for (int i = 0; i < total; i++) {
-    const double ms = cli_time_once(t->env, t->flush, t->flush_n, i, true, fn, priv);
+    const double ms = cli_time_once(t->env, t->flush, t->flush_n, i, true, fn, priv, NULL);
     if (isnan(ms)) {
       got = 0;
       break;
