@@ -297,13 +297,19 @@ static inline bool decode_ticket(volatile __global ulong *tickets, long t, ulong
   barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
   if (get_local_id(0) == 0) {
     volatile __global ulong *c = tickets + t;
-    ulong cur = *c, next;
-    for (;;) {
-      next = (cur >> 16) == epoch ? cur + 1 : (epoch << 16) | 1;
-      const ulong prev = atom_cmpxchg(c, cur, next);
-      if (prev == cur) break;
-      cur = prev;
-    }
+    /* one atomic add where the ticket holds this call's tag already (every
+     * work-group but the first few); a stale tag (the last call's, or junk,
+     * the add included) is replaced by this call's count 1 in a
+     * compare-exchange loop. Counts stay below 2^16: the add never carries. */
+    const ulong prev = atom_add(c, (ulong)1);
+    ulong next = prev + 1;
+    if ((prev >> 16) != epoch)
+      for (ulong cur = next;;) {
+        next = (cur >> 16) == epoch ? cur + 1 : (epoch << 16) | 1;
+        const ulong got = atom_cmpxchg(c, cur, next);
+        if (got == cur) break;
+        cur = got;
+      }
     *last_l = (int)(next & 0xffff) == slots;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -316,69 +322,81 @@ static inline bool decode_ticket(volatile __global ulong *tickets, long t, ulong
  * (o at po + po_base, lse at pl + pl_base, split strides o_split and
  * lse_split, rows [m, h]) into o (ELT(O_DT), at fo_base, query rows from
  * om0) and lse (at flse_base; NULL: none) with merge.cl's rules
- * (softmax.clh), in its order. w_l: RB * slots local floats; m_l, l_l: RB.
- * The partials are read volatile: other work-groups wrote them in this
- * launch. The whole group calls it. */
+ * (softmax.clh), in its order. The partials are read volatile: other
+ * work-groups wrote them in this launch. Each work-item takes up to ML_E
+ * elements of the block's rows and reads their rows' lse itself, so the
+ * first 8 parts' lse and o are in flight together and no local memory or
+ * barrier is needed (through local memory, with the elements' loads one
+ * round after another: about 5 us on the H200 for 8 parts). The whole
+ * group calls it. */
+#define ML_E 1 /* elements per work-item in flight */
 static inline void decode_merge_last(volatile __global const float *po, long po_base, long o_split,
                                      long som, long soh, long sod, volatile __global const float *pl,
                                      long pl_base, long lse_split, long slh, long slm,
                                      __global ELT(O_DT) *fo, long fo_base, long fom, long foh,
                                      long fod, __global float *flse, long flse_base, long flh,
-                                     long flm, long om0, int slots, int hk, int G, int r0, int rows,
-                                     __local float *w_l, __local float *m_l, __local float *l_l) {
-  const int tid = get_local_id(0);
-  for (int i = tid; i < RB * slots; i += WG) {
-    const int rr = r0 + i / slots, s = i % slots;
-    w_l[i] = rr < rows ? pl[pl_base + s * lse_split + (hk * G + rr % G) * slh + (rr / G) * slm]
-                       : -INFINITY;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const int rr = r0 + tid;
-  if (tid < RB) {
-    float m = -INFINITY, l = 0.0f;
-    for (int s = 0; s < slots; s++) merge_fold(&m, &l, w_l[tid * slots + s]);
-    m_l[tid] = m;
-    l_l[tid] = l;
-    if (flse && rr < rows)
-      flse[flse_base + (hk * G + rr % G) * flh + (om0 + rr / G) * flm] = merge_lse(m, l);
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int i = tid; i < RB * slots; i += WG) w_l[i] = part_weight(w_l[i], m_l[i / slots]);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int i = tid; i < RB * D; i += WG) {
-    const int r = i / D, d = i % D, rr = r0 + r;
-    if (rr >= rows) continue;
-    const long at = po_base + (rr / G) * som + (hk * G + rr % G) * soh + d * sod;
-    float acc = 0.0f;
-    /* 8 loads in flight before their sums (a volatile load per iteration
-     * waited for each: H200, 128 splits, 2x the merge kernel's time); every
-     * part was written by its work-group, an empty part's weight 0 drops it */
-    for (int s0 = 0; s0 < slots; s0 += 8) {
-      float x[8];
-      for (int u = 0; u < 8; u++) x[u] = s0 + u < slots ? po[at + (s0 + u) * o_split] : 0.0f;
-      for (int u = 0; u < 8 && s0 + u < slots; u++) {
-        const float w = w_l[r * slots + s0 + u];
-        if (w != 0.0f) acc += w * x[u];
+                                     long flm, long om0, int slots, int hk, int G, int r0, int rows) {
+  const int count = min(RB, rows - r0) * D; /* the block's elements */
+  for (int i0 = get_local_id(0); i0 < count; i0 += ML_E * WG) {
+    long at[ML_E], la[ML_E];
+    float x[ML_E][8], y[ML_E][8], m[ML_E], l[ML_E];
+    _Pragma("unroll") for (int e = 0; e < ML_E; e++) {
+      const int i = i0 + e * WG, rr = r0 + min(i, count - 1) / D;
+      at[e] = po_base + (rr / G) * som + (hk * G + rr % G) * soh + (i % D) * sod;
+      la[e] = pl_base + (hk * G + rr % G) * slh + (rr / G) * slm;
+      _Pragma("unroll") for (int u = 0; u < 8; u++) {
+        const bool ok = u < slots && i < count;
+        y[e][u] = ok ? pl[la[e] + u * lse_split] : -INFINITY;
+        x[e][u] = ok ? po[at[e] + u * o_split] : 0.0f;
       }
     }
-    ST(O_DT, fo, fo_base + (om0 + rr / G) * fom + (hk * G + rr % G) * foh + d * fod,
-       acc * merge_inv(l_l[r]));
+    _Pragma("unroll") for (int e = 0; e < ML_E; e++) {
+      m[e] = -INFINITY, l[e] = 0.0f;
+      _Pragma("unroll") for (int u = 0; u < 8; u++)
+        if (u < slots) merge_fold(&m[e], &l[e], y[e][u]);
+      for (int s = 8; s < slots; s++) merge_fold(&m[e], &l[e], pl[la[e] + s * lse_split]);
+    }
+    _Pragma("unroll") for (int e = 0; e < ML_E; e++) {
+      const int i = i0 + e * WG, rr = r0 + i / D;
+      if (i >= count) break;
+      /* an empty part's weight 0 drops it (its o was never written) */
+      float acc = 0.0f;
+      _Pragma("unroll") for (int u = 0; u < 8; u++) {
+        const float w = u < slots ? part_weight(y[e][u], m[e]) : 0.0f;
+        if (w != 0.0f) acc += w * x[e][u];
+      }
+      for (int s0 = 8; s0 < slots; s0 += 8) {
+        float xs[8], ys[8];
+        _Pragma("unroll") for (int u = 0; u < 8; u++) {
+          ys[u] = s0 + u < slots ? pl[la[e] + (s0 + u) * lse_split] : -INFINITY;
+          xs[u] = s0 + u < slots ? po[at[e] + (s0 + u) * o_split] : 0.0f;
+        }
+        _Pragma("unroll") for (int u = 0; u < 8; u++) {
+          const float w = s0 + u < slots ? part_weight(ys[u], m[e]) : 0.0f;
+          if (w != 0.0f) acc += w * xs[u];
+        }
+      }
+      ST(O_DT, fo, fo_base + (om0 + rr / G) * fom + (hk * G + rr % G) * foh + (i % D) * fod,
+         acc * merge_inv(l[e]));
+      if (flse && i % D == 0)
+        flse[flse_base + (hk * G + rr % G) * flh + (om0 + rr / G) * flm] = merge_lse(m[e], l[e]);
+    }
   }
 }
 
 /* Called by both forms after their partials are stored: b, the sequence;
  * gy, the group's (KV head, row block); om0, the first query row of the
  * sequence in the caller's o (varlen: packed). */
-#define DECODE_MERGE_LAST(b, gy, om0, hk, G, r0, rows, w_l, m_l, l_l, last_l)                  \
+#define DECODE_MERGE_LAST(b, gy, om0, hk, G, r0, rows, last_l)                  \
   if (decode_ticket(tickets, A.ticket_off + (long)(b) * get_num_groups(1) + (gy), (ulong)A.epoch, \
                     slots, last_l))                                                             \
     decode_merge_last((volatile __global const float *)o, o_off + (b) * sob, o_split, som, soh,  \
                       sod, (volatile __global const float *)lse, lse_off + (b) * slb, lse_split, \
                       slh, slm, fo, A.fo.off + (VARLEN ? 0 : (b) * A.fo.s0), A.fo.s1, A.fo.s2,    \
                       A.fo.s3, flse, A.flse.off + (VARLEN ? 0 : (b) * A.flse.s0), A.flse.s1,      \
-                      A.flse.s2, (om0), slots, (hk), (G), (r0), (rows), (w_l), (m_l), (l_l))
+                      A.flse.s2, (om0), slots, (hk), (G), (r0), (rows))
 #else
-#define DECODE_MERGE_LAST(b, gy, om0, hk, G, r0, rows, w_l, m_l, l_l, last_l) (void)0
+#define DECODE_MERGE_LAST(b, gy, om0, hk, G, r0, rows, last_l) (void)0
 #endif
 
 /* The partial kernel's parameters, the same for both forms: the buffers,
@@ -872,7 +890,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
                    lse_off + split * lse_split + ob * slb, slh, slm, om0, at.hk, at.G, at.r0, at.rows);
 #if MERGE_LAST
   __local int last_l;
-  DECODE_MERGE_LAST(b, get_group_id(1), sq.q0, at.hk, at.G, at.r0, at.rows, q_l, l_l, m_fin_l, &last_l);
+  DECODE_MERGE_LAST(b, get_group_id(1), sq.q0, at.hk, at.G, at.r0, at.rows, &last_l);
 #endif
 }
 #endif /* MMA, SERIAL */

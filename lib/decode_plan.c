@@ -35,6 +35,19 @@ static bool aligned_to(const clattn_tensor *t, size_t bytes) {
 
 /* ------------------------------------------------------------------ planning */
 
+/* The tensor-core form's combine of its warps (mma_combine): slices of
+ * local memory, a warp's RB x DP f32 accumulators each, as many as half the
+ * warps within 8 KiB, at least 1; 1 beside a ring of blocks (STAGES), which
+ * takes the local memory. (H200, 16 KiB: D=256 B=16 ctx=8192 3% slower
+ * than the combine warp by warp, with 25 against 9 KiB per group.) */
+static int combine_slices(const plan *pl) {
+  if (pl->stages) return 1;
+  const int dp = (pl->pr.D + 63) / 64 * 64, nw = pl->WG / 32;
+  const int fit = 8192 / (pl->RB * dp * 4 > 0 ? pl->RB * dp * 4 : 1);
+  const int n = nw / 2 < fit ? nw / 2 : fit;
+  return n > 1 ? n : 1;
+}
+
 /* Quantized rows through a ring of blocks in local memory (cl/decode_mma.clh,
  * STAGES): as many blocks per warp as the tuning asks and the local memory
  * holds, at least 2; int4 rows of one group only. Blocks must not straddle pages, and an int4 row is
@@ -54,7 +67,8 @@ static void plan_stages(const clattn_context *ctx, const clattn_decode_params *p
   if (max_key_stride(p, pl->pr.kv_q) >= ((int64_t)1 << 25)) return;
   const size_t chunks = pl->pr.kv_q == 1 ? (size_t)(4 * (pl->pr.kv_groups + pl->pr.D / 8) + 27) / 16 : (size_t)pl->pr.D / 16;
   const size_t slot = (2 * 16 * 4 * chunks + (pl->pr.kv_q == 2 ? 32 : 0) + 4) * 4, nw = (size_t)pl->WG / 32;
-  const size_t other = (size_t)pl->RB * pl->pr.D * 4 + (3 * nw + 3) * pl->RB * 4 + (pl->emulate ? 64 * (size_t)pl->WG : 0) + 256;
+  const size_t other = (size_t)pl->RB * pl->pr.D * 4 + (3 * nw + 3) * pl->RB * 4 + (pl->emulate ? 64 * (size_t)pl->WG : 0) +
+                       (size_t)pl->RB * ((pl->pr.D + 63) / 64 * 64) * 4 /* combine_slices: 1 */ + 256;
   int n = want < 6 ? want : 6;
   while (n >= 2 && nw * n * slot + other > ctx->profile.local_mem_bytes) n--;
   if (n >= 2) {
@@ -255,11 +269,10 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
   }
   /* One launch where the device has the tickets' atomics and the splits are
    * few (the tuning's most: one work-group's merge of many splits costs more
-   * than a merge kernel), the last of a row block's work-groups merges them
-   * (its local scratch holds RB x S weights: S <= D). Token rows' groups
-   * span several heads: two launches. */
+   * than a merge kernel), the last of a row block's work-groups merges them.
+   * Token rows' groups span several heads: two launches. */
   pl->merge_last = pl->S > 1 && pl->S <= t->decode_merge_last && ctx->profile.has_int64_atomics &&
-                   !pl->tokens && !pl->serial && pl->S <= pl->pr.D;
+                   !pl->tokens && !pl->serial;
   if (pl->S > 1) {
     /* partials: o [S, B, Mq, Hq, D] then lse [S, B, Hq, Mq], f32; one launch:
      * then a ticket (u64) per (sequence, row block of a KV head), from the
@@ -295,12 +308,13 @@ void clattn_decode_plan_options(const plan *pl, bool split, char *buf, size_t si
            "-DQ_DT=%s -DKV_DT=%s -DO_DT=%s -DD=%d -DWG=%d -DRB=%d -DKV_Q=%d -DKV_GROUPS=%d "
            "-DFP8_FNUZ=%d -DALIGNED=%d -DPAGED=%d -DVARLEN=%d -DCAUSAL=%d -DHAS_BIAS=%d -DSPLIT=%d "
            "-DLANE_KEYS=%d -DKSTAGE=%d -DMMA=%d -DNBLK=%d -DSTAGES=%d -DTOKENS=%d -DTWHOLE=%d "
-           "-DSTREAM=%d -DROWS32=%d -DMERGE_LAST=%d%s%s",
+           "-DSTREAM=%d -DROWS32=%d -DMERGE_LAST=%d -DMMA_SLICES=%d%s%s",
            clattn_dtype_cl(pl->pr.qdt), clattn_dtype_cl(pl->pr.kv_q ? CLATTN_F32 : pl->pr.kvdt),
            clattn_dtype_cl(pl->pr.odt), pl->pr.D, pl->WG, pl->RB, pl->pr.kv_q, pl->pr.kv_groups, pl->pr.fnuz,
            pl->aligned, pl->pr.paged, pl->pr.varlen, pl->pr.causal, pl->pr.bias, split, pl->lane_keys, pl->kstage,
            pl->mma, pl->nblk > 0 ? pl->nblk : 1, pl->stages, pl->tokens, pl->whole, pl->stream, pl->rows32,
-           pl->merge_last, pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "", page);
+           pl->merge_last, pl->mma ? combine_slices(pl) : 1, pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "",
+           page);
 }
 
 /* ------------------------------------------------------------------ variants */

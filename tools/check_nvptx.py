@@ -23,6 +23,7 @@ void OV barrier(cl_mem_fence_flags f) { __nvvm_bar_sync(0); }
 void OV mem_fence(cl_mem_fence_flags f) { __nvvm_membar_gl(); }
 int OV isnan(float x) { return x != x; }
 ulong OV atom_cmpxchg(volatile __global ulong *p, ulong c, ulong v) { ulong o = *p; if (o == c) *p = v; return o; } /* shape only: not atomic */
+ulong OV atom_add(volatile __global ulong *p, ulong v) { ulong o = *p; *p = o + v; return o; } /* shape only: not atomic */
 float OV native_exp2(float x) { return __nvvm_ex2_approx_f(x); }
 float OV exp2(float x) { return __nvvm_ex2_approx_f(x); }
 float OV exp(float x) { return __nvvm_ex2_approx_f(x * 1.4426950408889634f); }
