@@ -137,6 +137,7 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(decode_kstage_quant, 0, 1, 0, "the same for int4 / fp8 K")                                    \
   X(decode_mma, 0, 1, 0, "the tensor-core form where the profile and shape allow")               \
   X(decode_mma_splits_per_cu, 0, 64, 0, "its split target (0: decode_splits_per_cu)")            \
+  X(decode_mma_warps_per_cu, 0, 64, 0, "its warps a unit holds at 8 x 128 accumulators a warp: splits fill them once (0: the target above)") \
   X(decode_mma_min_keys, 0, 1 << 20, 0, "its fewest keys per split (0: decode_min_keys_per_split)") \
   X(decode_mma_blocks, 0, 4, 0, "its 16-key blocks in flight per warp (0: 1)")                    \
   X(decode_mma_wg, 0, 256, 1, "tensor cores, float K/V: work-items per group (0: decode_wg)")   \

@@ -36,7 +36,11 @@ typedef struct row {
 /* Hopper / Ampere (H200 measurements, tools/PERF.md). Decode takes the
  * tensor-core form (f16/bf16 q, D % 64 == 0) with 2 groups per SM as the
  * split target (B=64 ctx=32768: f16 1.88 ms, 4.6 TB/s; 4 per SM 1.90), 4
- * warps per group (decode_mma_wg; 8 warps 1.03x the time in `clattn tune`).
+ * warps per group (decode_mma_wg; 8 warps 1.03x the time in `clattn tune`);
+ * below that batch, as many splits as fill 16 warps per SM once (a group of
+ * 4 warps at D <= 128 and 8 rows: 4 per SM; at D = 256 or 16 rows 2: B=16
+ * ctx=8192 D=256 290 us with 2 splits, 334 with 3; D=128 B=8 ctx=32768 271
+ * with 8 splits, 283 with 5; decode_mma_warps_per_cu, lib/decode_plan.c).
  * The portable form keeps 2 per SM and a work-item per key, 256 keys per
  * group: NVIDIA's compiler gives the kernel 130 registers, so groups of 128
  * run 3 per SM, not 4 (`clattn tune`, CLATTN_PORTABLE=1, f16 D=128: B=1
@@ -68,8 +72,8 @@ typedef struct row {
  * generic row. */
 #define NVIDIA_MMA                                                                          \
   .decode_wg = 256, GPU_COMMON, .decode_mma = 1, .decode_mma_wg = 128,                      \
-  .decode_mma_splits_per_cu = 2, .decode_mma_min_keys = 1024, .decode_mma_int4_wg = 128,    \
-  .decode_mma_int4_heads = 4,                                                               \
+  .decode_mma_splits_per_cu = 2, .decode_mma_warps_per_cu = 16, .decode_mma_min_keys = 1024, \
+  .decode_mma_int4_wg = 128, .decode_mma_int4_heads = 4,                                    \
   .decode_mma_int4_groups_per_cu = 4, .decode_mma_fp8_wg = 256, .decode_mma_small_wg = 256, \
   .rerope_block_m = 64,                                                                     \
   .rerope_block_n = 32, .rerope_wg = 128, .rerope_use_mma = 1, .rerope_stages = 2,          \

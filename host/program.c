@@ -663,6 +663,13 @@ clattn_status clattn_launch(clattn_context *ctx, cl_command_queue queue, cl_kern
       total *= local[i];
     }
     clGetKernelWorkGroupInfo(kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax, NULL);
+    if (ctx->opts.log && ctx->opts.log_level >= CLATTN_LOG_DEBUG) {
+      cl_ulong lmem = 0, pmem = 0;
+      clGetKernelWorkGroupInfo(kernel, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof lmem, &lmem, NULL);
+      clGetKernelWorkGroupInfo(kernel, ctx->device, CL_KERNEL_PRIVATE_MEM_SIZE, sizeof pmem, &pmem, NULL);
+      clattn_log(ctx, CLATTN_LOG_DEBUG, "clattn: launching %s: work-group %zu (the kernel allows %zu), %llu bytes local, %llu private",
+                 kernel_name, total, kmax, (unsigned long long)lmem, (unsigned long long)pmem);
+    }
     if (total > ctx->profile.max_work_group_size || (kmax && total > kmax))
       return clattn_fail(CLATTN_UNSUPPORTED,
                          "%s: work-group of %zu exceeds the device limit %zu / kernel limit %zu",

@@ -48,6 +48,27 @@ static int combine_slices(const plan *pl) {
   return n > 1 ? n : 1;
 }
 
+/* The tensor-core form's work-groups a compute unit holds at once, from the
+ * tuning's warps per unit at up to 8 rows x 128 (padded) head dims of
+ * accumulators a warp: fewer in proportion beyond, but never under half (a
+ * work-item holds at most 255 registers), rounded to the nearest whole count
+ * of groups (the compiler fits the registers to one). 0: no count, the split
+ * target rounds up instead. H200, ptxas through -cl-nv-verbose, groups of 4
+ * warps: 128 registers at 8 rows and D <= 128 (4 groups per SM), 165-168 at
+ * D = 160 / 192 (3), 244 at D = 256 and 212-254 at 16 rows (Mq = 4 causal,
+ * 2); fp8's groups of 8 warps 126 (2). A split count that overfills them runs
+ * a second, mostly idle round: B=16 ctx=8192, Hkv=8, D=256 takes 334 us with
+ * 3 splits (384 groups for 264 places), 290 with 2. */
+static int mma_resident(const clattn_tuning *t, const plan *pl) {
+  const int64_t w = t->decode_mma_warps_per_cu, wgw = pl->WG / 32;
+  if (!w || wgw < 1) return 0;
+  const int64_t acc = (int64_t)pl->RB * ((pl->pr.D + 63) / 64 * 64);
+  int64_t twice = acc > 1024 ? 2 * w * 1024 / acc : 2 * w; /* twice the warps */
+  if (twice < w) twice = w;
+  const int64_t n = (twice + wgw) / (2 * wgw);
+  return n > 1 ? (int)n : 1;
+}
+
 /* Quantized rows through a ring of blocks in local memory (cl/decode_mma.clh,
  * STAGES): as many blocks per warp as the tuning asks and the local memory
  * holds, at least 2; int4 rows of one group only. Blocks must not straddle pages, and an int4 row is
@@ -248,6 +269,7 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
                      : pl->mma && t->decode_mma_splits_per_cu ? t->decode_mma_splits_per_cu
                                                               : t->decode_splits_per_cu;
   const int64_t target = (int64_t)ctx->profile.compute_units * per_cu;
+  const int64_t resident = pl->mma && !pl->small && !pl->tokens ? mma_resident(t, pl) : 0;
   const int min_keys = pl->small ? 2 * pl->WG
                        : pl->mma && t->decode_mma_min_keys ? t->decode_mma_min_keys : t->decode_min_keys_per_split;
   if (p->num_splits > 0) {
@@ -257,8 +279,12 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
     if (pl->mma) pl->chunk = (int)(div_up(pl->chunk, 16) * 16);
   } else if (!(pl->tokens && plan_stream(pl, (int64_t)pl->pr.B * pl->nrb, target / head_groups(pl), min_keys,
                                           t->decode_max_splits))) {
-    /* token rows: as many groups as fit the compute units at once, not more */
-    int64_t s = pl->tokens ? target / (groups > 0 ? groups : 1) : div_up(target, groups > 0 ? groups : 1);
+    /* token rows, and the tensor-core form where the tuning says how many of
+     * its groups a unit holds: as many groups as fit the units at once, not more */
+    const int64_t g = groups > 0 ? groups : 1;
+    int64_t s = resident ? (int64_t)ctx->profile.compute_units * resident / g
+                : pl->tokens ? target / g
+                             : div_up(target, g);
     int64_t by_len = div_up(pl->pr.kv_cap, min_keys > 0 ? min_keys : 1);
     if (s > by_len) s = by_len;
     if (s > t->decode_max_splits) s = t->decode_max_splits;
