@@ -13,8 +13,13 @@
  * table or on an entry outside [0, num_pages)) are skipped and raise the
  * error flag: nothing is read or written outside the caller's buffers.
  *
+ * ROWWISE 1 (CPUs): a work-item per row instead, its chunks in a loop, no
+ * local memory or barriers (a CPU runs a group's lanes one after another;
+ * a row's lanes cost more to walk than its 8-element chunks to convert).
+ *
  * Options: IN_DT (write) / OUT_DT (read) f32|f16|bf16, the float side;
- * KV_QUANT 0: float cache of dtype KV_DT, 1: int4, 2: fp8 (FP8_FNUZ 0|1). */
+ * KV_QUANT 0: float cache of dtype KV_DT, 1: int4, 2: fp8 (FP8_FNUZ 0|1);
+ * ROWWISE 0|1. */
 #include "common.clh"
 #include "kvaddr.clh"
 #include "quant.clh"
@@ -30,6 +35,10 @@
 #endif
 #ifndef KV_DT
 #define KV_DT f32
+#endif
+
+#ifndef ROWWISE
+#define ROWWISE 0
 #endif
 
 #if KV_QUANT
@@ -122,6 +131,14 @@ static inline long cache_row(const kv_layout *l, const kv_pages *pg, int N, int 
 
 /* ------------------------------------------------------------------ write (append, quantize) */
 
+/* The min and max of 8 values; a non-finite value gives max +inf, which
+ * marks its group (int4_group_params, fp8_row_params). */
+static inline float2 minmax8(float8 v) {
+  const float mn = fmin(fmin(fmin(v.s0, v.s1), fmin(v.s2, v.s3)), fmin(fmin(v.s4, v.s5), fmin(v.s6, v.s7)));
+  const float mx = fmax(fmax(fmax(v.s0, v.s1), fmax(v.s2, v.s3)), fmax(fmax(v.s4, v.s5), fmax(v.s6, v.s7)));
+  return (float2)(mn, (any(isnan(v)) || any(isinf(v))) ? INFINITY : mx);
+}
+
 /* Row t of the input lies at xb * b + xi * i (uniform mode: rows_per_seq rows
  * per sequence) or at xi * t (varlen mode: new_start given, xb unused). Its
  * cache position is pos[b] + i (pos absent: i). */
@@ -141,8 +158,12 @@ __kernel void clattn_kv_write(
    * 2^32): 64-bit divisions cost GPUs dozens of instructions */
   const uint L = (uint)D >> 3;
   const uint lid = get_local_id(0);
+#if ROWWISE
+  const uint l = 0, r = (uint)get_global_id(0);
+#else
   const uint rl = lid / L, l = lid - rl * L;
   const uint r = (uint)get_group_id(0) * ((uint)get_local_size(0) / L) + rl;
+#endif
   const bool is_v = get_global_id(1) == 1;
 
   __global const ELT(IN_DT) *x = is_v ? xv : xk;
@@ -197,13 +218,47 @@ __kernel void clattn_kv_write(
     }
   }
   const bool live = crow >= 0;
-  const float8 v = live ? LD8S(IN_DT, x, xrow + 8 * l * xd, xd) : (float8)(0.0f);
+#define X8(l) LD8S(IN_DT, x, xrow + 8 * (l) * xd, xd)
+#if ROWWISE
+  (void)lid, (void)lmn, (void)lmx;
+  if (!live) return;
+#if KV_QUANT
+  /* each group's min / max over its chunks, its word, then its codes (the
+   * chunks read again: they are in the cache) */
+  const int Gq = KV_QUANT == 1 ? G : 1, Lg = (int)L / Gq;
+  for (int g = 0; g < Gq; g++) {
+    float8 vmn = (float8)(INFINITY), vmx = (float8)(-INFINITY);
+    int8 bad = (int8)(0);
+    for (int k = g * Lg; k < (g + 1) * Lg; k++) {
+      const float8 v = X8(k);
+      vmn = fmin(vmn, v);
+      vmx = fmax(vmx, v);
+      bad |= isnan(v) | isinf(v);
+    }
+    const float mn = minmax8(vmn).x, mx = any(bad) ? INFINITY : minmax8(vmx).y;
+    /* + 0 turns -0 into +0 (as below) */
+#if KV_QUANT == 1
+    const uint ssw = int4_group_params(mn + 0.0f, mx + 0.0f);
+    const float2 ss = scale_shift_unpack(ssw);
+    c[crow + g] = ssw;
+    for (int k = g * Lg; k < (g + 1) * Lg; k++) c[crow + G + k] = int4_quant8(X8(k), ss.x, ss.y);
+#else
+    const uint ssw = fp8_row_params(mn + 0.0f, mx + 0.0f);
+    const float2 ss = scale_shift_unpack(ssw);
+    s[srow] = ssw;
+    for (int k = 0; k < (int)L; k++) vstore2(fp8_quant8(X8(k), ss.x, ss.y), k, c + crow);
+#endif
+  }
+#else
+  for (int k = 0; k < (int)L; k++) ST8S(KV_DT, c, crow + 8 * k, 1, X8(k));
+#endif
+#else /* lanes */
+  const float8 v = live ? X8(l) : (float8)(0.0f);
 
 #if KV_QUANT
   /* lane min / max; a non-finite value marks its group with mx = +inf */
-  float mn = fmin(fmin(fmin(v.s0, v.s1), fmin(v.s2, v.s3)), fmin(fmin(v.s4, v.s5), fmin(v.s6, v.s7)));
-  float mx = fmax(fmax(fmax(v.s0, v.s1), fmax(v.s2, v.s3)), fmax(fmax(v.s4, v.s5), fmax(v.s6, v.s7)));
-  if (any(isnan(v)) || any(isinf(v))) mx = INFINITY;
+  const float2 m = minmax8(v);
+  float mn = m.x, mx = m.y;
   lmn[lid] = mn;
   lmx[lid] = mx;
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -238,6 +293,8 @@ __kernel void clattn_kv_write(
 #else
   if (live) ST8S(KV_DT, c, crow + 8 * l, 1, v);
 #endif
+#endif /* ROWWISE */
+#undef X8
 }
 
 /* ------------------------------------------------------------------ read (dequantize) */
@@ -255,7 +312,11 @@ __kernel void clattn_kv_read(
   /* 32-bit index arithmetic, as in clattn_kv_write */
   const uint L = (uint)D >> 3;
   const uint gid = get_global_id(0);
-  const uint r = gid / L, l = gid - r * L;
+#if ROWWISE
+  const uint r = gid, l0 = 0, l1 = L;
+#else
+  const uint r = gid / L, l0 = gid - r * L, l1 = l0 + 1;
+#endif
   if (r >= (uint)rows) return;
   const uint rh = r / (uint)H, bu = rh / (uint)n;
   const int h = (int)(r - rh * (uint)H), i = (int)(rh - bu * (uint)n), b = (int)bu;
@@ -268,20 +329,23 @@ __kernel void clattn_kv_read(
   pg.num_pages = num_pages;
   const long j = (long)(start ? start[start_off + b * start_st] : 0) + i;
   const long crow = cache_row(&cl, &pg, N, b, j, h);
-  float8 v = (float8)(0.0f);
-  if (crow < 0) {
-    if (l == 0 && err) err[err_off] = 1;
-  } else {
-#if KV_QUANT == 1
-    const float2 ss = scale_shift_unpack(c[crow + l / (L / G)]);
-    v = int4_dequant8(c[crow + G + l], ss.x, ss.y);
-#elif KV_QUANT == 2
-    const kv_layout sl = {s_off, s_s0, s_s1, s_s2};
-    const float2 ss = scale_shift_unpack(s[kv_row(&sl, &pg, b, (int)j, h)]);
-    v = fp8_dequant8(vload2(l, c + crow), ss.x, ss.y);
-#else
-    v = LD8(KV_DT, c, crow + 8 * l);
+  if (crow < 0 && l0 == 0 && err) err[err_off] = 1;
+#if KV_QUANT == 2
+  const kv_layout sl = {s_off, s_s0, s_s1, s_s2};
+  const float2 rss = crow < 0 ? (float2)(0.0f) : scale_shift_unpack(s[kv_row(&sl, &pg, b, (int)j, h)]);
 #endif
+  for (uint l = l0; l < l1; l++) {
+    float8 v = (float8)(0.0f);
+    if (crow >= 0) {
+#if KV_QUANT == 1
+      const float2 ss = scale_shift_unpack(c[crow + l / (L / G)]);
+      v = int4_dequant8(c[crow + G + l], ss.x, ss.y);
+#elif KV_QUANT == 2
+      v = fp8_dequant8(vload2(l, c + crow), rss.x, rss.y);
+#else
+      v = LD8(KV_DT, c, crow + 8 * l);
+#endif
+    }
+    ST8S(OUT_DT, o, o_off + ob * b + on * i + oh * h + 8 * l * od, od, v);
   }
-  ST8S(OUT_DT, o, o_off + ob * b + on * i + oh * h + 8 * l * od, od, v);
 }

@@ -162,7 +162,8 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(rerope_mma_block_n, 0, 64, 1, "tensor-core forward: keys per tile (32 or 64; 0: 64)")        \
   X(rerope_bwd_cols, 0, 256, 0, "tensor-core backward, D > 64: most gradient columns per work-group (0: all)") \
   /* quantize / dequantize / append */                                                          \
-  X(quant_wg, 1, 1024, 1, "K/V cache kernels: work-items per group")
+  X(quant_wg, 1, 1024, 1, "K/V cache kernels: work-items per group")                            \
+  X(quant_rowwise, 0, 1, 0, "K/V cache kernels: a work-item per row, no barriers (CPUs)")
 
 typedef struct clattn_tuning {
 #define CLATTN_TUNING_FIELD(name, lo, hi, pow2, meaning) int name;

@@ -158,28 +158,20 @@ static clattn_status check_cache(const clattn_context *ctx, const clattn_tensor 
 
 /* ------------------------------------------------------------------ kernel options */
 
-static void write_options(char *buf, size_t size, clattn_dtype in, clattn_dtype kv) {
+/* The write (append, quantize) or read (dequantize) kernel's options: the
+ * float side's dtype as IN_DT or OUT_DT, the cache's, and the row-wise form
+ * where asked (-DROWWISE=1 only then: the lane form's options stay as they
+ * were). */
+static void kv_options(char *buf, size_t size, const char *side, clattn_dtype fl, clattn_dtype kv,
+                       bool rowwise) {
   const int q = quant_kind(kv);
+  const char *rw = rowwise ? " -DROWWISE=1" : "";
   if (q == 0)
-    snprintf(buf, size, "-DIN_DT=%s -DKV_QUANT=0 -DKV_DT=%s", clattn_dtype_cl(in),
-             clattn_dtype_cl(kv));
+    snprintf(buf, size, "-D%s=%s -DKV_QUANT=0 -DKV_DT=%s%s", side, clattn_dtype_cl(fl), clattn_dtype_cl(kv), rw);
   else if (q == 1)
-    snprintf(buf, size, "-DIN_DT=%s -DKV_QUANT=1", clattn_dtype_cl(in));
+    snprintf(buf, size, "-D%s=%s -DKV_QUANT=1%s", side, clattn_dtype_cl(fl), rw);
   else
-    snprintf(buf, size, "-DIN_DT=%s -DKV_QUANT=2 -DFP8_FNUZ=%d", clattn_dtype_cl(in),
-             kv == CLATTN_FP8_FNUZ);
-}
-
-static void read_options(char *buf, size_t size, clattn_dtype kv, clattn_dtype out) {
-  const int q = quant_kind(kv);
-  if (q == 0)
-    snprintf(buf, size, "-DOUT_DT=%s -DKV_QUANT=0 -DKV_DT=%s", clattn_dtype_cl(out),
-             clattn_dtype_cl(kv));
-  else if (q == 1)
-    snprintf(buf, size, "-DOUT_DT=%s -DKV_QUANT=1", clattn_dtype_cl(out));
-  else
-    snprintf(buf, size, "-DOUT_DT=%s -DKV_QUANT=2 -DFP8_FNUZ=%d", clattn_dtype_cl(out),
-             kv == CLATTN_FP8_FNUZ);
+    snprintf(buf, size, "-D%s=%s -DKV_QUANT=2 -DFP8_FNUZ=%d%s", side, clattn_dtype_cl(fl), kv == CLATTN_FP8_FNUZ, rw);
 }
 
 void clattn_kvcache_variants(clattn_variant_fn fn, void *priv) {
@@ -187,13 +179,14 @@ void clattn_kvcache_variants(clattn_variant_fn fn, void *priv) {
   static const clattn_dtype caches[] = {CLATTN_F32,  CLATTN_F16, CLATTN_BF16,
                                         CLATTN_INT4, CLATTN_FP8, CLATTN_FP8_FNUZ};
   char opts[160];
-  for (int f = 0; f < 3; f++)
-    for (int c = 0; c < 6; c++) {
-      write_options(opts, sizeof opts, floats[f], caches[c]);
-      fn(priv, "kvcache.cl", opts);
-      read_options(opts, sizeof opts, caches[c], floats[f]);
-      fn(priv, "kvcache.cl", opts);
-    }
+  for (int rw = 0; rw < 2; rw++)
+    for (int f = 0; f < 3; f++)
+      for (int c = 0; c < 6; c++) {
+        kv_options(opts, sizeof opts, "IN_DT", floats[f], caches[c], rw);
+        fn(priv, "kvcache.cl", opts);
+        kv_options(opts, sizeof opts, "OUT_DT", floats[f], caches[c], rw);
+        fn(priv, "kvcache.cl", opts);
+      }
 }
 
 /* ------------------------------------------------------------------ launches */
@@ -232,11 +225,12 @@ static clattn_status launch_write(clattn_context *ctx, cl_command_queue queue,
                                   const write_job *j, cl_uint num_wait, const cl_event *wait,
                                   cl_event *event) {
   char opts[160];
-  write_options(opts, sizeof opts, j->x[0]->dtype, j->cd.dtype);
+  const bool rowwise = ctx->tuning.quant_rowwise;
+  kv_options(opts, sizeof opts, "IN_DT", j->x[0]->dtype, j->cd.dtype, rowwise);
   static const char *name = "clattn_kv_write";
   cl_kernel k = NULL;
   CLATTN_TRY(clattn_kernel_get(ctx, "kvcache.cl", opts, name, &k));
-  const int L = j->cd.D / 8;
+  const int L = rowwise ? 1 : j->cd.D / 8; /* work-items per row */
   /* whole rows per work-group: a quantization group never straddles two */
   size_t per = (size_t)ctx->tuning.quant_wg / (size_t)L;
   if (per < 1) per = 1;
@@ -461,12 +455,13 @@ clattn_status clattn_kv_dequantize(clattn_context *ctx, cl_command_queue queue,
   CLATTN_TRY(check_rows(rows, cd.D, "out"));
 
   char opts[160];
-  read_options(opts, sizeof opts, cd.dtype, p->out.dtype);
+  const bool rowwise = ctx->tuning.quant_rowwise;
+  kv_options(opts, sizeof opts, "OUT_DT", p->out.dtype, cd.dtype, rowwise);
   static const char *name = "clattn_kv_read";
   cl_kernel k = NULL;
   CLATTN_TRY(clattn_kernel_get(ctx, "kvcache.cl", opts, name, &k));
   const size_t wg = (size_t)ctx->tuning.quant_wg;
-  const size_t lanes = (size_t)rows * (size_t)(cd.D / 8);
+  const size_t lanes = (size_t)rows * (size_t)(rowwise ? 1 : cd.D / 8);
   clattn_args a = clattn_args_begin(k);
   clattn_arg_int(&a, (int)H);
   clattn_arg_int(&a, cd.D);

@@ -658,6 +658,22 @@ static void test_dequant_range(void) {
   run_dequant_range(CLATTN_FP8, 0, CLATTN_F32, 0);
 }
 
+/* The K/V cache kernels' other form than the device row's (the lanes of a
+ * row in one work-group on GPUs, a work-item per row on CPUs: quant_rowwise)
+ * through the same round trips, appends and ranges. */
+static void test_other_form(void) {
+  const int was = fx.ctx->tuning.quant_rowwise;
+  fx.ctx->tuning.quant_rowwise = !was;
+  test_roundtrip_int4();
+  test_roundtrip_fp8();
+  test_dequant_outputs();
+  test_dequant_range();
+  test_append_float_paged();
+  test_append_quant();
+  test_append_out_of_range();
+  fx.ctx->tuning.quant_rowwise = was;
+}
+
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("kvcache", fixture_init, fixture_cleanup);
@@ -670,6 +686,7 @@ int main(void) {
   CU_add_test(s, "append float caches paged 1 16 48, shuffled, shared", test_append_float_paged);
   CU_add_test(s, "append int4 G 1 2 4 8 and fp8 fnuz, dense and paged", test_append_quant);
   CU_add_test(s, "append out of range: dense, paged, bad entries, guards", test_append_out_of_range);
+  CU_add_test(s, "the other kernel form (lanes / a work-item per row): round trips, appends", test_other_form);
   kvcache_add_error_tests(s);
   return run_suites();
 }

@@ -113,7 +113,7 @@ static const cli_quant_shape quant_cpu_shapes[] = {
 static const cli_quant_shape quant_quick_shapes[] = {
     {.rows = 256, .heads = 2, .head_dim = 64, .kv_dtype = "int4", .dtype = "f16"},
 };
-static const knob quant_knobs[] = {{"quant_wg", 4, {64, 128, 256, 512}, NULL}};
+static const knob quant_knobs[] = {{"quant_rowwise", 2, {0, 1}, NULL}, {"quant_wg", 4, {64, 128, 256, 512}, NULL}};
 static const knob quant_quick_knobs[] = {{"quant_wg", 2, {32, 128}, NULL}};
 
 /* ------------------------------------------------------------------ rerope (forward) */
