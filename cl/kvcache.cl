@@ -135,8 +135,9 @@ static inline long cache_row(const kv_layout *l, const kv_pages *pg, int N, int 
  * marks its group (int4_group_params, fp8_row_params). */
 static inline float2 minmax8(float8 v) {
   const float mn = fmin(fmin(fmin(v.s0, v.s1), fmin(v.s2, v.s3)), fmin(fmin(v.s4, v.s5), fmin(v.s6, v.s7)));
-  const float mx = fmax(fmax(fmax(v.s0, v.s1), fmax(v.s2, v.s3)), fmax(fmax(v.s4, v.s5), fmax(v.s6, v.s7)));
-  return (float2)(mn, (any(isnan(v)) || any(isinf(v))) ? INFINITY : mx);
+  float mx = fmax(fmax(fmax(v.s0, v.s1), fmax(v.s2, v.s3)), fmax(fmax(v.s4, v.s5), fmax(v.s6, v.s7)));
+  if (any(isnan(v)) || any(isinf(v))) mx = INFINITY;
+  return (float2)(mn, mx);
 }
 
 /* Row t of the input lies at xb * b + xi * i (uniform mode: rows_per_seq rows
@@ -262,9 +263,6 @@ __kernel void clattn_kv_write(
   lmn[lid] = mn;
   lmx[lid] = mx;
   barrier(CLK_LOCAL_MEM_FENCE);
-  /* The group's first lane reduces its lanes' min / max and derives the
-   * group's scale-shift word once (16 lanes deriving it each cost a CPU,
-   * which runs the lanes one after another, most of the kernel's time). */
   const int Lg = KV_QUANT == 1 ? L / G : L; /* lanes per quantization group */
   const int lead = lid - l % Lg;
   if (lid == lead) {
@@ -272,21 +270,22 @@ __kernel void clattn_kv_write(
       mn = fmin(mn, lmn[lid + k]);
       mx = fmax(mx, lmx[lid + k]);
     }
-    /* + 0 turns -0 into +0: fmin / fmax may pick either zero, the result must not */
-#if KV_QUANT == 1
-    lmn[lid] = as_float(int4_group_params(mn + 0.0f, mx + 0.0f));
-#else
-    lmn[lid] = as_float(fp8_row_params(mn + 0.0f, mx + 0.0f));
-#endif
+    lmn[lid] = mn;
+    lmx[lid] = mx;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
+  /* + 0 turns -0 into +0: fmin / fmax may pick either zero, the result must not */
+  mn = lmn[lead] + 0.0f;
+  mx = lmx[lead] + 0.0f;
   if (!live) return; /* after the last barrier */
-  const uint ssw = as_uint(lmn[lead]);
-  const float2 ss = scale_shift_unpack(ssw);
 #if KV_QUANT == 1
+  const uint ssw = int4_group_params(mn, mx);
+  const float2 ss = scale_shift_unpack(ssw);
   if (l % Lg == 0) c[crow + l / Lg] = ssw;
   c[crow + G + l] = int4_quant8(v, ss.x, ss.y);
 #else
+  const uint ssw = fp8_row_params(mn, mx);
+  const float2 ss = scale_shift_unpack(ssw);
   if (l == 0) s[srow] = ssw;
   vstore2(fp8_quant8(v, ss.x, ss.y), l, c + crow);
 #endif

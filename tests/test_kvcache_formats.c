@@ -424,10 +424,22 @@ static void test_extreme_rows(void) {
   }
 }
 
+/* The same through the K/V cache kernels' other form (quant_rowwise): the
+ * row-wise form's codecs are the straight ones (QUANT_STRAIGHT, cl/quant.clh),
+ * the lane form's the per-element ones, each checked on every code. */
+static void test_fp8_all_codes_other_form(void) {
+  const int was = fx.ctx->tuning.quant_rowwise;
+  fx.ctx->tuning.quant_rowwise = !was;
+  test_fp8_all_codes();
+  test_extreme_rows();
+  fx.ctx->tuning.quant_rowwise = was;
+}
+
 void kvcache_add_format_tests(CU_pSuite s) {
   CU_add_test(s, "layout int4 G=1 D=16 and G=4 D=32, word by word", test_layout_int4);
   CU_add_test(s, "layout fp8 and fp8fnuz D=8, word by word", test_layout_fp8);
   CU_add_test(s, "fp8 and fp8fnuz: all 256 codes decode and re-encode", test_fp8_all_codes);
+  CU_add_test(s, "fp8 all 256 codes and extreme rows, the other kernel form", test_fp8_all_codes_other_form);
   CU_add_test(s, "scalar codecs: fp8 encode decode, fp16 roundings, on the device", test_scalar_codecs);
   CU_add_test(s, "encoder ties to even and saturation, int4 fp8 fnuz", test_ties_saturation);
   CU_add_test(s, "extreme rows: constant huge tiny -0 inf NaN, int4 G=2 fp8", test_extreme_rows);
