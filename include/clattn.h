@@ -538,7 +538,7 @@ CLATTN_API clattn_status clattn_merge_backward(clattn_context *ctx, cl_command_q
  * for those shards (and for wait_list before starting them).
  * Shards of one context may run at once: what a shard writes (o, lse,
  * workspace) shares no element with another shard's tensors, and the
- * result (o, lse) none with a shard's inputs (o may be their q). */
+ * result (o, lse) none with a shard's inputs or workspace (o may be their q). */
 typedef struct clattn_decode_shard {
   clattn_context *ctx;        /* this device */
   cl_command_queue queue;     /* a queue of ctx */

@@ -82,19 +82,22 @@ static void shard_inputs(const clattn_decode_multi_params *p, int j, char names[
   }
 }
 
-/* The result (o, lse) shares no element with a shard's inputs or its error
- * flag in its context (o may be the shards' q itself, as decode's o may be
- * its q: the merge writes it after every decode has read it). */
+/* The result (o, lse) shares no element with a shard's inputs, its error
+ * flag or its workspace in its context (o may be the shards' q itself, as
+ * decode's o may be its q: the merge writes it after every decode has read
+ * it). */
 static clattn_status check_result_apart(const clattn_decode_multi_params *p, int j) {
-  char names[SHARD_INS + 1][48];
-  clattn_named ins[SHARD_INS + 1];
+  char names[SHARD_INS + 2][48];
+  clattn_named ins[SHARD_INS + 2];
   shard_inputs(p, j, names, ins);
   snprintf(names[SHARD_INS], sizeof names[0], "shards[%d].params.maybe_error_flag", j);
   ins[SHARD_INS] = (clattn_named){&p->shards[j].params.maybe_error_flag, names[SHARD_INS]};
+  snprintf(names[SHARD_INS + 1], sizeof names[0], "shards[%d].params.maybe_workspace", j);
+  ins[SHARD_INS + 1] = (clattn_named){&p->shards[j].params.maybe_workspace, names[SHARD_INS + 1]};
   const clattn_tensor *q = ins[0].t;
   if (clattn_same_view(&p->o, q)) ins[0].t = NULL;
   const clattn_named outs[2] = {{&p->o, "o"}, {&p->maybe_lse, "maybe_lse"}};
-  CLATTN_TRY(clattn_check_aliasing(outs, 2, ins, SHARD_INS + 1));
+  CLATTN_TRY(clattn_check_aliasing(outs, 2, ins, SHARD_INS + 2));
   return clattn_check_apart(&p->maybe_lse, "maybe_lse", q, names[0]);
 }
 
