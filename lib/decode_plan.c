@@ -281,12 +281,9 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
     if (pl->mma) pl->chunk = (int)(div_up(pl->chunk, 16) * 16);
   } else if (!(pl->tokens && plan_stream(pl, (int64_t)pl->pr.B * pl->nrb, target / head_groups(pl), min_keys,
                                           t->decode_max_splits))) {
-    /* token rows, and the tensor-core form where the tuning says how many of
-     * its groups a unit holds: as many groups as fit the units at once, not more */
-    const int64_t g = groups > 0 ? groups : 1;
-    int64_t s = resident ? (int64_t)ctx->profile.compute_units * resident / g
-                : pl->tokens ? target / g
-                             : div_up(target, g);
+    /* token rows and counted tensor-core groups: as many as fit the units at once */
+    const int64_t g = groups > 0 ? groups : 1, fit = resident ? ctx->profile.compute_units * resident : target;
+    int64_t s = resident || pl->tokens ? fit / g : div_up(target, g);
     int64_t by_len = div_up(pl->pr.kv_cap, min_keys > 0 ? min_keys : 1);
     if (s > by_len) s = by_len;
     if (s > t->decode_max_splits) s = t->decode_max_splits;

@@ -753,53 +753,6 @@ static void test_merge_last(void) {
   clattn_force_path(0);
 }
 
-/* The tensor-core form's split count fills the units once (planning only,
- * lib/decode_plan.c mma_resident): 8 units, 16 warps per unit, groups of 4
- * warps, B=1, Hkv=8 (8 groups), 1024 keys of 64 per split at least. At 8
- * rows and D <= 128 a unit holds 4 groups: 4 splits; D = 160 / 192 3; D =
- * 256 and 16 rows (Mq = 4 causal) 2; without the count (0) the split target
- * of 2 per unit rounds up: 2. */
-static void test_split_fill(void) {
-  static const struct { int D, Mq, warps, want; } cases[] = {
-      {128, 1, 16, 4}, {64, 1, 16, 4}, {80, 1, 16, 4}, {160, 1, 16, 3}, {192, 1, 16, 3},
-      {256, 1, 16, 2}, {128, 4, 16, 2}, {128, 1, 0, 2}, {256, 1, 32, 4}};
-  const clattn_tuning saved = fx.ctx->tuning;
-  const int saved_cus = fx.ctx->profile.compute_units;
-  fx.ctx->profile.compute_units = 8;
-  fx.ctx->tuning.decode_mma_wg = 128;
-  fx.ctx->tuning.decode_mma_small_wg = 0;
-  fx.ctx->tuning.decode_mma_splits_per_cu = 2;
-  fx.ctx->tuning.decode_mma_min_keys = 64;
-  fx.ctx->tuning.decode_max_splits = 64;
-  clattn_force_path(2);
-  const int B = 1, Hq = 32, Hkv = 8, N = 1024;
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    const int D = cases[i].D, Mq = cases[i].Mq;
-    cl_mem qm = buf_zeros((size_t)B * Mq * Hq * D * 2), km = buf_zeros((size_t)B * N * Hkv * D * 2);
-    cl_mem vm = buf_zeros((size_t)B * N * Hkv * D * 2), om = buf_zeros((size_t)B * Mq * Hq * D * 2);
-    clattn_decode_params p;
-    memset(&p, 0, sizeof p);
-    p.q = clattn_tensor_4d(qm, 0, CLATTN_F16, B, Mq, Hq, D);
-    p.o = clattn_tensor_4d(om, 0, CLATTN_F16, B, Mq, Hq, D);
-    p.k = clattn_tensor_4d(km, 0, CLATTN_F16, B, N, Hkv, D);
-    p.v = clattn_tensor_4d(vm, 0, CLATTN_F16, B, N, Hkv, D);
-    p.causal = Mq > 1;
-    fx.ctx->tuning.decode_mma_warps_per_cu = cases[i].warps;
-    int parts = 0;
-    CHECK_OK(clattn_decode_workspace_size(fx.ctx, &p, NULL, &parts));
-    const char *k = clattn_decode_kernels(fx.ctx, &p);
-    CU_ASSERT(k && strstr(k, "tensor cores"));
-    if (parts != cases[i].want)
-      fprintf(stderr, "split fill D=%d Mq=%d warps=%d: %d splits, want %d\n", D, Mq, cases[i].warps, parts,
-              cases[i].want);
-    CU_ASSERT_EQUAL(parts, cases[i].want);
-    buf_release(&qm), buf_release(&km), buf_release(&vm), buf_release(&om);
-  }
-  clattn_force_path(0);
-  fx.ctx->tuning = saved;
-  fx.ctx->profile.compute_units = saved_cus;
-}
-
 static void test_mma(void) {
   clattn_force_path(2);
   dcase c = mma_base(CLATTN_F16, 64);
@@ -902,6 +855,7 @@ static void test_mma(void) {
 
 void add_decode_error_tests(CU_pSuite s); /* test_decode_errors.c */
 void add_decode_quant_tests(CU_pSuite s); /* test_decode_quant.c */
+void add_decode_plan_tests(CU_pSuite s);  /* test_decode_plan.c */
 
 int main(int argc, char **argv) {
   CU_initialize_registry();
@@ -927,7 +881,7 @@ int main(int argc, char **argv) {
   CU_add_test(s, "tensor-core form (PTX emulated off NVIDIA)", test_mma);
   CU_add_test(s, "padded head dims 80 96 112 160 200 on tensor cores", test_padded_dims);
   CU_add_test(s, "one-launch merge of the splits, tickets in a junk workspace", test_merge_last);
-  CU_add_test(s, "tensor-core split count fills the units once", test_split_fill);
+  add_decode_plan_tests(s);
   if (!select_part(argc, argv)) return 1; /* tests/part.h */
   return run_suites();
 }
