@@ -35,6 +35,9 @@ static bool aligned_to(const clattn_tensor *t, size_t bytes) {
 
 /* ------------------------------------------------------------------ planning */
 
+/* The tensor-core form's head dim padded in registers (cl/decode_mma.clh DP). */
+static int padded_d(const plan *pl) { return (pl->pr.D + 63) / 64 * 64; }
+
 /* The tensor-core form's combine of its warps (mma_combine): slices of
  * local memory, a warp's RB x DP f32 accumulators each, as many as half the
  * warps within 8 KiB, at least 1; 1 beside a ring of blocks (STAGES), which
@@ -42,7 +45,7 @@ static bool aligned_to(const clattn_tensor *t, size_t bytes) {
  * than the combine warp by warp, with 25 against 9 KiB per group.) */
 static int combine_slices(const plan *pl) {
   if (pl->stages) return 1;
-  const int dp = (pl->pr.D + 63) / 64 * 64, nw = pl->WG / 32;
+  const int dp = padded_d(pl), nw = pl->WG / 32;
   const int fit = 8192 / (pl->RB * dp * 4 > 0 ? pl->RB * dp * 4 : 1);
   const int n = nw / 2 < fit ? nw / 2 : fit;
   return n > 1 ? n : 1;
@@ -62,7 +65,7 @@ static int combine_slices(const plan *pl) {
 static int mma_resident(const clattn_tuning *t, const plan *pl) {
   const int64_t w = t->decode_mma_warps_per_cu, wgw = pl->WG / 32;
   if (!w || wgw < 1) return 0;
-  const int64_t acc = (int64_t)pl->RB * ((pl->pr.D + 63) / 64 * 64);
+  const int64_t acc = (int64_t)pl->RB * padded_d(pl);
   int64_t twice = acc > 1024 ? 2 * w * 1024 / acc : 2 * w; /* twice the warps */
   if (twice < w) twice = w;
   const int64_t n = (twice + wgw) / (2 * wgw);
@@ -89,7 +92,7 @@ static void plan_stages(const clattn_context *ctx, const clattn_decode_params *p
   const size_t chunks = pl->pr.kv_q == 1 ? (size_t)(4 * (pl->pr.kv_groups + pl->pr.D / 8) + 27) / 16 : (size_t)pl->pr.D / 16;
   const size_t slot = (2 * 16 * 4 * chunks + (pl->pr.kv_q == 2 ? 32 : 0) + 4) * 4, nw = (size_t)pl->WG / 32;
   const size_t other = (size_t)pl->RB * pl->pr.D * 4 + (3 * nw + 3) * pl->RB * 4 + (pl->emulate ? 64 * (size_t)pl->WG : 0) +
-                       (size_t)pl->RB * ((pl->pr.D + 63) / 64 * 64) * 4 /* combine_slices: 1 */ + 256;
+                       (size_t)pl->RB * padded_d(pl) * 4 /* combine_slices: 1 */ + 256;
   int n = want < 6 ? want : 6;
   while (n >= 2 && nw * n * slot + other > ctx->profile.local_mem_bytes) n--;
   if (n >= 2) {
