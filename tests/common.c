@@ -68,6 +68,12 @@ double rng_normal(void) {
   return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
 }
 
+double *rand_tensor(size_t n, clattn_dtype dt, double scale) {
+  double *x = malloc(sizeof(double) * (n ? n : 1));
+  for (size_t i = 0; i < n; i++) x[i] = round_dtype(scale * rng_normal(), dt);
+  return x;
+}
+
 /* ---------------------------------------------------------------- buffers */
 
 void host_pack(const double *src, size_t n, clattn_dtype dt, void *dst) {

@@ -33,6 +33,8 @@ uint64_t rng_u64(void);
 double rng_uniform(double lo, double hi); /* [lo, hi) */
 int rng_int(int lo, int hi);              /* [lo, hi] */
 double rng_normal(void);
+/* n random normal values times scale, rounded through dt so host and device see the same numbers (malloc). */
+double *rand_tensor(size_t n, clattn_dtype dt, double scale);
 
 /* ---------------------------------------------------------------- device buffers */
 /* Every buffer below is a sub-buffer of exactly the asked size between guard

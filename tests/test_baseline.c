@@ -22,12 +22,6 @@ typedef struct bcase {
 } bcase;
 
 #ifdef CLATTN_HAVE_CLBLAST
-static double *rand_tensor(size_t n, clattn_dtype dt) {
-  double *x = malloc(sizeof(double) * (n ? n : 1));
-  for (size_t i = 0; i < n; i++) x[i] = round_dtype(rng_normal(), dt);
-  return x;
-}
-
 static void run_case(const bcase *c) {
   char name[200];
   CASE_NAME(name, "baseline B=%d Mq=%d Hq=%d Hkv=%d D=%d N=%d q=%s kv=%s o=%s%s%s%s%s%s%s%s%s", c->B,
@@ -47,8 +41,8 @@ static void run_case(const bcase *c) {
   }
   const int total_q = c->q_counts ? q_start[B] : B * Mq;
   const size_t nq = (size_t)total_q * Hq * D, nkv = (size_t)B * N * Hkv * D;
-  double *q = rand_tensor(nq, c->qdt), *k = rand_tensor(nkv, c->kvdt), *v = rand_tensor(nkv, c->kvdt);
-  double *bias = c->bias ? rand_tensor((size_t)B * Hq * Mq * N, CLATTN_F32) : NULL;
+  double *q = rand_tensor(nq, c->qdt, 1.0), *k = rand_tensor(nkv, c->kvdt, 1.0), *v = rand_tensor(nkv, c->kvdt, 1.0);
+  double *bias = c->bias ? rand_tensor((size_t)B * Hq * Mq * N, CLATTN_F32, 1.0) : NULL;
   int32_t *kv_len = malloc(sizeof(int32_t) * (size_t)B);
   for (int b = 0; b < B; b++) kv_len[b] = c->varlen_kv ? rng_int(0, N) : N;
   double *o_ref = calloc(nq + 1, sizeof(double));

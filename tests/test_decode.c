@@ -28,12 +28,6 @@ typedef struct dcase {
   const char *kernels;   /* a substring clattn_decode_kernels must give (NULL: not checked) */
 } dcase;
 
-/* Random values of a dtype's range, rounded so host and device see the same numbers. */
-static double *rand_tensor(size_t n, clattn_dtype dt, double scale) {
-  double *x = malloc(sizeof(double) * (n ? n : 1));
-  for (size_t i = 0; i < n; i++) x[i] = round_dtype(scale * rng_normal(), dt);
-  return x;
-}
 
 /* Elements of junk before each optional tensor's view (common.h). */
 #define OPT VIEW_LEAD

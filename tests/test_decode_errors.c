@@ -1,9 +1,14 @@
 /* Decode's error paths: each bad argument returns its status with a message
  * naming the argument and dimension, and enqueues nothing (no event comes
- * back and the output keeps its poison). */
+ * back and the output keeps its poison); bad varlen starts on the device,
+ * which the kernels must bound. */
 #include "common.h"
+#include "internal.h"
+#include "ref.h"
 
 #include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct valid {
@@ -176,9 +181,93 @@ static void test_buffer_too_small(void) {
   free_valid(&w);
 }
 
+/* ------------------------------------------------------------------ bad data on the device */
+
+/* Varlen starts the kernels bound (cl/seq.clh): a sequence whose range is
+ * negative, decreasing, past the packed rows or longer than max_q_len is
+ * skipped and raises the flag; its rows stay as they were (poison), the valid
+ * sequences' rows are right, nothing is written outside o and lse (guards).
+ * Once, {0, 4, 5} over 3 packed queries wrote 1 KiB after o and lse, and
+ * {-4, 0, 3} 2 KiB before them. Portable and tensor-core (emulated) kernels,
+ * one split and three. */
+static void run_bad_starts(const int32_t *starts, int nb, int total, int max_q) {
+  enum { HQ = 4, HKV = 2 };
+  const int Dh = 64, Nk = 40;
+  const size_t nq = (size_t)total * HQ * Dh, nkv = (size_t)nb * Nk * HKV * Dh;
+  double *q = rand_tensor(nq, CLATTN_F16, 1.0), *k = rand_tensor(nkv, CLATTN_F16, 1.0),
+         *v = rand_tensor(nkv, CLATTN_F16, 1.0);
+  cl_mem qm = buf_from(q, nq, CLATTN_F16), km = buf_from(k, nkv, CLATTN_F16), vm = buf_from(v, nkv, CLATTN_F16);
+  cl_mem sm = buf_from_i32(starts, (size_t)nb + 1);
+  for (int path = 1; path <= 2; path++)
+    for (int splits = 1; splits <= 3; splits += 2) {
+      cl_mem om = buf_poison(nq * 2), lm = buf_poison((size_t)HQ * total * 4), fm = buf_zeros(4);
+      clattn_decode_params p = {0};
+      p.q = clattn_tensor_4d(qm, 0, CLATTN_F16, 1, total, HQ, Dh);
+      p.k = clattn_tensor_4d(km, 0, CLATTN_F16, nb, Nk, HKV, Dh);
+      p.v = clattn_tensor_4d(vm, 0, CLATTN_F16, nb, Nk, HKV, Dh);
+      p.o = clattn_tensor_4d(om, 0, CLATTN_F16, 1, total, HQ, Dh);
+      p.maybe_lse = clattn_tensor_3d(lm, 0, CLATTN_F32, 1, HQ, total);
+      p.maybe_q_start = clattn_tensor_1d(sm, 0, CLATTN_I32, nb + 1);
+      p.maybe_error_flag = clattn_tensor_1d(fm, 0, CLATTN_I32, 1);
+      p.batch = nb;
+      p.max_q_len = max_q;
+      p.num_splits = splits;
+      p.causal = 1;
+      clattn_force_path(path);
+      CHECK_OK(clattn_decode(fx.ctx, fx.queue, &p, 0, NULL, NULL));
+      clattn_force_path(0);
+      finish();
+      double *o = malloc(sizeof(double) * nq), *lse = malloc(sizeof(double) * HQ * total);
+      buf_read(om, 0, nq, CLATTN_F16, o);
+      buf_read(lm, 0, (size_t)HQ * total, CLATTN_F32, lse);
+      int32_t flag = 0;
+      buf_read_i32(fm, 1, &flag);
+      CU_ASSERT_EQUAL(flag, 1);
+      bool *owned = calloc((size_t)total, 1);
+      for (int b = 0; b < nb; b++) {
+        const int s0 = starts[b], s1 = starts[b + 1];
+        if (!(0 <= s0 && s0 <= s1 && s1 <= total && s1 - s0 <= max_q)) continue;
+        const int mq = s1 - s0;
+        double *oref = calloc((size_t)mq * HQ * Dh + 1, sizeof(double)), *lref = calloc((size_t)HQ * mq + 1, sizeof(double));
+        ref_decode_args a = {1, mq, HQ, HKV, Dh, Nk, q + (size_t)s0 * HQ * Dh, k + (size_t)b * Nk * HKV * Dh,
+                             v + (size_t)b * Nk * HKV * Dh, NULL, NULL, NULL, 1.0 / 8.0, 1, oref, lref};
+        ref_decode(&a);
+        const double tol = 4.0 / 2048.0 * 2;
+        check_close("valid sequence's o", o + (size_t)s0 * HQ * Dh, oref, (size_t)mq * HQ * Dh, tol, tol);
+        for (int h = 0; h < HQ; h++)
+          check_close("valid sequence's lse", lse + (size_t)h * total + s0, lref + (size_t)h * mq, (size_t)mq, 1e-3, 1e-4);
+        for (int r = s0; r < s1; r++) owned[r] = true;
+        free(oref), free(lref);
+      }
+      for (int r = 0; r < total; r++) /* rows of no valid sequence keep the poison */
+        if (!owned[r]) {
+          CU_ASSERT(isnan(o[(size_t)r * HQ * Dh]) && isnan(o[((size_t)r + 1) * HQ * Dh - 1]));
+          CU_ASSERT(isnan(lse[r]));
+        }
+      free(owned), free(o), free(lse);
+      buf_release(&om);
+      buf_release(&lm);
+      buf_release(&fm);
+    }
+  buf_release(&qm), buf_release(&km), buf_release(&vm), buf_release(&sm);
+  free(q), free(k), free(v);
+}
+
+static void test_bad_starts(void) {
+  static const int32_t a[3] = {0, 4, 5};      /* past 3 packed rows */
+  static const int32_t b[4] = {-4, 0, 3, 4};  /* negative first, then two valid */
+  static const int32_t c[4] = {0, 2, 9, 4};   /* valid, past the end, decreasing */
+  static const int32_t d[4] = {0, 3, 3, 4};   /* 3 rows with max_q_len 2, empty, valid */
+  run_bad_starts(a, 2, 3, 3);
+  run_bad_starts(b, 3, 4, 3);
+  run_bad_starts(c, 3, 4, 4);
+  run_bad_starts(d, 3, 4, 2);
+}
+
 void add_decode_error_tests(CU_pSuite s) {
   CU_add_test(s, "errors: NULL arguments", test_null_arguments);
   CU_add_test(s, "errors: inconsistent shapes and dtypes", test_inconsistent_shapes);
   CU_add_test(s, "errors: head dim unsupported", test_head_dim_unsupported);
   CU_add_test(s, "errors: buffers smaller than shape and strides", test_buffer_too_small);
+  CU_add_test(s, "varlen starts out of range on the device: bounded, flagged", test_bad_starts);
 }

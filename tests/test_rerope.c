@@ -33,12 +33,6 @@ typedef struct rcase {
   int bwd_cols;    /* the tensor-core backward's columns per work-group, D > 64 (0: the row's) */
 } rcase;
 
-static double *rand_tensor(size_t n, clattn_dtype dt) {
-  double *x = malloc(sizeof(double) * (n ? n : 1));
-  for (size_t i = 0; i < n; i++) x[i] = round_dtype(rng_normal(), dt);
-  return x;
-}
-
 /* A device tensor [Z, H, N, D] holding x (logical order), contiguous or
  * [Z, N, H, D] through strides after `pad` elements. */
 static clattn_tensor upload(const double *x, int Z, int H, int N, int D, clattn_dtype dt,
@@ -203,7 +197,7 @@ static void run_case(const rcase *c) {
   int32_t *qpos = make_pos(c, Nq, 1, &qpos_t), *kpos = make_pos(c, Nk, 0, &kpos_t);
 
   /* inputs: explicit q1, q2, k1, k2; rotary: raw q, k rotated here for the reference */
-  double *q1 = rand_tensor(nq, c->dt), *k1 = rand_tensor(nk, c->dt), *v = rand_tensor(nk, c->dt);
+  double *q1 = rand_tensor(nq, c->dt, 1.0), *k1 = rand_tensor(nk, c->dt, 1.0), *v = rand_tensor(nk, c->dt, 1.0);
   double *q2 = NULL, *k2 = NULL;
   if (c->rotary) {
     q2 = malloc(sizeof(double) * nq);
@@ -211,8 +205,8 @@ static void run_case(const rcase *c) {
     memcpy(q2, q1, sizeof(double) * nq);
     memcpy(k2, k1, sizeof(double) * nk);
   } else {
-    q2 = rand_tensor(nq, c->dt);
-    k2 = rand_tensor(nk, c->dt);
+    q2 = rand_tensor(nq, c->dt, 1.0);
+    k2 = rand_tensor(nk, c->dt, 1.0);
   }
   double *rq1 = q1, *rq2 = q2, *rk1 = k1; /* what the reference sees */
   if (c->rotary) {
@@ -295,7 +289,7 @@ static void run_case(const rcase *c) {
 
   if (c->bwd) {
     tol = tol_of(c, mma_f || mma_b); /* the backward reads the forward's o and lse */
-    double *dout = rand_tensor(nq, c->dt);
+    double *dout = rand_tensor(nq, c->dt, 1.0);
     double *g[5];
     for (int i = 0; i < 5; i++) g[i] = malloc(sizeof(double) * ((i < 2 ? nq : nk) + 1));
     ra.dout = dout;
