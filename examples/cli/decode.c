@@ -582,14 +582,9 @@ static const char *usage =
     "example: clattn run decode --batch 64 --heads 32 --kv-heads 8 --head-dim 128 --ctx 4096";
 
 
-int cli_run_decode(int argc, char **argv) {
-  /* --devices LIST: sequence-parallel decode over several devices (merge.c) */
-  for (int i = 0; i < argc; i++)
-    if (strncmp(argv[i], "--devices", 9) == 0) return cli_run_merge(argc, argv);
-  run *r = calloc(1, sizeof *r);
-  if (!r) return 1;
-  baseline bl;
-  memset(&bl, 0, sizeof bl);
+/* The command line into r->opt and r's dtypes: -1 to go on, else the exit
+ * status (0 after --help, 2 on bad usage, with a message). */
+static int decode_options(int argc, char **argv, run *r) {
   opts *o = &r->opt;
   *o = (opts){.batch = 4, .q_len = 1, .heads = 32, .kv_heads = 8, .head_dim = 128, .ctx = 4096,
               .page_size = 16, .repeat = 20, .warmup = 3, .seed = 1, .dtype = "f16",
@@ -625,11 +620,8 @@ int cli_run_decode(int argc, char **argv) {
       {"no-flush", FLAG_BOOL, &o->no_flush, "keep the L2 cache warm between timed runs"},
       {"json", FLAG_BOOL, &o->json, "print one JSON line instead of the report"},
   };
-  int rc = cli_parse(usage, argc, argv, flags, (int)(sizeof flags / sizeof flags[0]));
-  if (rc) {
-    free(r);
-    return rc == 1 ? 0 : 2;
-  }
+  const int rc = cli_parse(usage, argc, argv, flags, (int)(sizeof flags / sizeof flags[0]));
+  if (rc) return rc == 1 ? 0 : 2;
   const struct {
     const char *name;
     int v, min;
@@ -641,27 +633,71 @@ int cli_run_decode(int argc, char **argv) {
     if (lim[i].v < lim[i].min) {
       fprintf(stderr, "clattn run decode: --%s is %d, must be at least %d\n", lim[i].name, lim[i].v,
               lim[i].min);
-      free(r);
       return 2;
     }
   int qgroups = 1;
   if (!cli_dtype(o->dtype, &r->qdt, &qgroups) || r->qdt > CLATTN_BF16) {
     fprintf(stderr, "clattn run decode: --dtype %s: use f32, f16 or bf16\n", o->dtype);
-    free(r);
     return 2;
   }
   if (!o->kv_dtype) o->kv_dtype = o->dtype;
   if (!cli_dtype(o->kv_dtype, &r->kvdt, &r->groups)) {
     fprintf(stderr, "clattn run decode: --kv-dtype %s is not a dtype (see --help)\n", o->kv_dtype);
-    free(r);
     return 2;
   }
   if (o->check && o->no_check) {
     fprintf(stderr, "clattn run decode: --check and --no-check contradict each other\n");
-    free(r);
     return 2;
   }
 
+  return -1;
+}
+
+/* The report as one JSON line: t (tb: the baseline's, NULL if not run), the
+ * check (NULL if none ran). */
+static void print_json(const run *r, const timing *t, const timing *tb, const char *kernels,
+                       const check *c, const char *check_result) {
+  const opts *o = &r->opt;
+  const clattn_device_profile *prof = &r->env.profile;
+  const double gbps = r->kv_bytes / (t->median_ms * 1e6);
+  printf("{\"op\":\"decode\",");
+  cli_json_str("device", prof->name, true);
+  cli_json_str("arch", prof->arch, true);
+  printf("\"batch\":%d,\"q_len\":%d,\"heads\":%d,\"kv_heads\":%d,\"head_dim\":%d,\"ctx\":%d,", r->B,
+         r->Mq, r->Hq, r->Hkv, r->D, r->N);
+  cli_json_str("dtype", o->dtype, true);
+  cli_json_str("kv_dtype", o->kv_dtype, true);
+  printf("\"paged\":%s,\"page_size\":%d,\"varlen\":%s,\"causal\":%s,\"bias\":%s,\"lse\":%s,",
+         o->paged ? "true" : "false", o->page_size, o->varlen ? "true" : "false",
+         o->causal ? "true" : "false", o->bias ? "true" : "false", o->lse ? "true" : "false");
+  printf("\"splits\":%d,\"time_ms\":%.6f,\"last_kernel_ms\":%.6f,\"wall_ms\":%.6f,\"kv_bytes\":%.0f,"
+         "\"gbps\":%.2f,",
+         r->splits, t->median_ms, t->last_ms, t->wall_ms, r->kv_bytes, gbps);
+  cli_json_str("check", check_result, true);
+  cli_json_str("kernel", kernels ? kernels : "", true);
+  if (c)
+    printf("\"max_err\":%.4g", c->o_err);
+  else
+    printf("\"max_err\":null");
+  if (tb)
+    printf(",\"baseline_ms\":%.6f,\"speedup\":%.3f", tb->median_ms, tb->median_ms / t->median_ms);
+  printf("}\n");
+}
+
+int cli_run_decode(int argc, char **argv) {
+  /* --devices LIST: sequence-parallel decode over several devices (merge.c) */
+  for (int i = 0; i < argc; i++)
+    if (strncmp(argv[i], "--devices", 9) == 0) return cli_run_merge(argc, argv);
+  run *r = calloc(1, sizeof *r);
+  if (!r) return 1;
+  baseline bl;
+  memset(&bl, 0, sizeof bl);
+  const opts *o = &r->opt;
+  int rc = decode_options(argc, argv, r);
+  if (rc >= 0) {
+    free(r);
+    return rc;
+  }
   if (!cli_open(o->device, &r->env)) {
     free(r);
     return 1;
@@ -746,28 +782,7 @@ int cli_run_decode(int argc, char **argv) {
              tb.median_ms, kv_float && r->kvdt != CLATTN_F32 ? ", incl. staging K/V to f32" : "",
              tb.median_ms / t.median_ms);
   } else {
-    printf("{\"op\":\"decode\",");
-    cli_json_str("device", prof->name, true);
-    cli_json_str("arch", prof->arch, true);
-    printf("\"batch\":%d,\"q_len\":%d,\"heads\":%d,\"kv_heads\":%d,\"head_dim\":%d,\"ctx\":%d,", r->B,
-           r->Mq, r->Hq, r->Hkv, r->D, r->N);
-    cli_json_str("dtype", o->dtype, true);
-    cli_json_str("kv_dtype", o->kv_dtype, true);
-    printf("\"paged\":%s,\"page_size\":%d,\"varlen\":%s,\"causal\":%s,\"bias\":%s,\"lse\":%s,",
-           o->paged ? "true" : "false", o->page_size, o->varlen ? "true" : "false",
-           o->causal ? "true" : "false", o->bias ? "true" : "false", o->lse ? "true" : "false");
-    printf("\"splits\":%d,\"time_ms\":%.6f,\"last_kernel_ms\":%.6f,\"wall_ms\":%.6f,\"kv_bytes\":%.0f,"
-           "\"gbps\":%.2f,",
-           r->splits, t.median_ms, t.last_ms, t.wall_ms, r->kv_bytes, gbps);
-    cli_json_str("check", check_result, true);
-    cli_json_str("kernel", kernels ? kernels : "", true);
-    if (check_kind)
-      printf("\"max_err\":%.4g", c.o_err);
-    else
-      printf("\"max_err\":null");
-    if (have_baseline)
-      printf(",\"baseline_ms\":%.6f,\"speedup\":%.3f", tb.median_ms, tb.median_ms / t.median_ms);
-    printf("}\n");
+    print_json(r, &t, have_baseline ? &tb : NULL, kernels, check_kind ? &c : NULL, check_result);
   }
   rc = failed ? 1 : 0;
 done:
