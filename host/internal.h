@@ -150,6 +150,7 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(decode_mma_fp8_stages, 0, 6, 0, "fp8: a ring of this many blocks per warp (0: none)")         \
   X(decode_merge_last, 0, 4096, 0, "most splits a row block's last work-group merges: one launch (0: never)") \
   X(decode_mma_small_wg, 0, 256, 1, "tensor cores, float K/V, groups <= units / 8: work-items per group (0: off)") \
+  X(decode_mma_small_short, 0, 1, 0, "that form also where short keys leave 4-warp groups short of the units, one group per unit") \
   /* merge */                                                                                    \
   X(merge_wg, 1, 1024, 1, "merge: work-items per group")                                         \
   /* rerope (forward / backward) */                                                             \

@@ -433,6 +433,7 @@ const char *clattn_decode_kernels(clattn_context *ctx, const clattn_decode_param
   const char *form = pl.serial ? "serial (a work-item per split, whole token rows)"
                      : !pl.mma ? "portable"
                      : pl.tokens ? "tensor cores, token rows"
+                     : pl.small  ? "tensor cores, wide groups (one per unit)"
                                  : "tensor cores";
   const char *emu = pl.emulate ? " (emulated)" : "";
   if (pl.S <= 1)
