@@ -177,6 +177,29 @@ static bool plan_stream(plan *pl, int64_t pairs, int64_t slots, int min_keys, in
   return true;
 }
 
+/* Few (sequence, KV head, row block) groups (B = 1: 8 for 132 SMs): 8 warps
+ * per group, one group per unit, split after two iterations of keys (H200,
+ * B=1 ctx=16384: 56 against 68 us with 4 warps, 2 per SM). Where the tuning
+ * asks, also where the keys are too few for the 4-warp groups' splits (of
+ * decode_mma_min_keys) to fill the units and one 8-warp group per unit
+ * still splits each in two or more; the split count then fills the units
+ * once (H200, B=4 ctx=8192: 8 splits of 4-warp groups, 256 groups, 68 us;
+ * 4 splits of 8 warps 62). Tensor cores, float K/V. */
+static void plan_small(const clattn_context *ctx, plan *pl) {
+  const clattn_tuning *t = &ctx->tuning;
+  const int64_t few = (int64_t)pl->pr.B * head_groups(pl) * pl->nrb, cu = ctx->profile.compute_units;
+  const int64_t fill4 = cu * mma_resident(t, pl) / (few > 0 ? few : 1),
+                by_len4 = div_up(pl->pr.kv_cap, t->decode_mma_min_keys ? t->decode_mma_min_keys
+                                                                        : t->decode_min_keys_per_split);
+  const bool short_keys = t->decode_mma_small_short && fill4 > by_len4 && few * 2 <= cu;
+  if (!pl->pr.kv_q && t->decode_mma_small_wg >= 32 && (few * 8 <= cu || short_keys) &&
+      (size_t)t->decode_mma_small_wg <= ctx->profile.max_work_group_size) {
+    pl->small = true;
+    pl->small_fill = t->decode_mma_small_short;
+    pl->WG = t->decode_mma_small_wg;
+  }
+}
+
 clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
   memset(pl, 0, sizeof *pl);
   CLATTN_TRY(clattn_decode_validate(ctx, p, &pl->pr));
@@ -239,25 +262,7 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
       plan_stages(ctx, p, pl);
       plan_tokens(ctx, p, pl);
     }
-    /* Few (sequence, KV head, row block) groups (B = 1: 8 for 132 SMs): 8
-     * warps per group, one group per unit, split after two iterations of
-     * keys (H200, B=1 ctx=16384: 56 against 68 us with 4 warps, 2 per SM).
-     * Where the tuning asks, also where the keys are too few for the 4-warp
-     * groups' splits (of decode_mma_min_keys) to fill the units and one
-     * 8-warp group per unit still splits each in two or more; the split
-     * count then fills the units once (H200, B=4 ctx=8192: 8 splits of
-     * 4-warp groups, 256 groups, 68 us; 4 splits of 8 warps 62). */
-    const int64_t few = (int64_t)pl->pr.B * head_groups(pl) * pl->nrb, cu = ctx->profile.compute_units;
-    const int64_t fill4 = cu * mma_resident(t, pl) / (few > 0 ? few : 1),
-                  by_len4 = div_up(pl->pr.kv_cap, t->decode_mma_min_keys ? t->decode_mma_min_keys
-                                                                          : t->decode_min_keys_per_split);
-    const bool short_keys = t->decode_mma_small_short && fill4 > by_len4 && few * 2 <= cu;
-    if (!pl->pr.kv_q && t->decode_mma_small_wg >= 32 && (few * 8 <= cu || short_keys) &&
-        (size_t)t->decode_mma_small_wg <= ctx->profile.max_work_group_size) {
-      pl->small = true;
-      pl->small_fill = t->decode_mma_small_short;
-      pl->WG = t->decode_mma_small_wg;
-    }
+    plan_small(ctx, pl);
     pl->rows32 = max_key_stride(p, pl->pr.kv_q) < ((int64_t)1 << 27); /* strides are >= 0 (checked) */
   }
 
