@@ -185,17 +185,20 @@ static bool plan_stream(plan *pl, int64_t pairs, int64_t slots, int min_keys, in
  * still splits each in two or more; the split count then fills the units
  * once (H200, B=4 ctx=8192: 8 splits of 4-warp groups, 256 groups, 68 us;
  * 4 splits of 8 warps 62). Tensor cores, float K/V. */
+/* The tensor-core form's fewest keys per split (its own where the tuning sets one). */
+static int mma_min_keys(const clattn_tuning *t) {
+  return t->decode_mma_min_keys ? t->decode_mma_min_keys : t->decode_min_keys_per_split;
+}
+
 static void plan_small(const clattn_context *ctx, plan *pl) {
   const clattn_tuning *t = &ctx->tuning;
   const int64_t few = (int64_t)pl->pr.B * head_groups(pl) * pl->nrb, cu = ctx->profile.compute_units;
   const int64_t fill4 = cu * mma_resident(t, pl) / (few > 0 ? few : 1),
-                by_len4 = div_up(pl->pr.kv_cap, t->decode_mma_min_keys ? t->decode_mma_min_keys
-                                                                        : t->decode_min_keys_per_split);
+                by_len4 = div_up(pl->pr.kv_cap, mma_min_keys(t));
   const bool short_keys = t->decode_mma_small_short && fill4 > by_len4 && few * 2 <= cu;
   if (!pl->pr.kv_q && t->decode_mma_small_wg >= 32 && (few * 8 <= cu || short_keys) &&
       (size_t)t->decode_mma_small_wg <= ctx->profile.max_work_group_size) {
     pl->small = true;
-    pl->small_fill = t->decode_mma_small_short;
     pl->WG = t->decode_mma_small_wg;
   }
 }
@@ -291,7 +294,7 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
   const int64_t target = (int64_t)ctx->profile.compute_units * per_cu;
   const int64_t resident = pl->mma && !pl->small && !pl->tokens ? mma_resident(t, pl) : 0;
   const int min_keys = pl->small ? 2 * pl->WG
-                       : pl->mma && t->decode_mma_min_keys ? t->decode_mma_min_keys : t->decode_min_keys_per_split;
+                       : pl->mma ? mma_min_keys(t) : t->decode_min_keys_per_split;
   if (p->num_splits > 0) {
     pl->S = p->num_splits;
     pl->chunk = (int)div_up(pl->pr.kv_cap > 0 ? pl->pr.kv_cap : 1, pl->S);
@@ -301,7 +304,8 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
                                           t->decode_max_splits))) {
     /* token rows and counted tensor-core groups: as many as fit the units at once */
     const int64_t g = groups > 0 ? groups : 1, fit = resident ? ctx->profile.compute_units * resident : target;
-    int64_t s = resident || pl->tokens || pl->small_fill ? fit / g : div_up(target, g);
+    /* (wide groups with decode_mma_small_short: filled once too) */
+    int64_t s = resident || pl->tokens || (pl->small && t->decode_mma_small_short) ? fit / g : div_up(target, g);
     int64_t by_len = div_up(pl->pr.kv_cap, min_keys > 0 ? min_keys : 1);
     if (s > by_len) s = by_len;
     if (s > t->decode_max_splits) s = t->decode_max_splits;

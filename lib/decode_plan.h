@@ -24,7 +24,6 @@ typedef struct plan {
   int64_t blocks, P; /* stream: those 16-key blocks, spans (a work-group per span and head group) */
   bool merge_last;   /* splits merged in the partial kernel by each row block's last work-group */
   bool small;        /* tensor cores, float K/V, a grid of few groups: wider groups, one per unit */
-  bool small_fill;   /* small: the split count fills the units once (rounded down, not up) */
   bool serial;       /* the serial form (cl/decode_serial.clh): a work-item per group, every KV head */
   size_t part_o_elems, lse_offset_bytes, ticket_offset_bytes, ws_bytes;
 } plan;
