@@ -644,7 +644,12 @@ static clattn_status misc_call(state *S) {
   } else if (sel == 5) {
     const size_t w = clattn_rerope_bwd_workspace_size(a, b, c);
     if (a > 0 && b > 0 && c > 0) {
-      const unsigned __int128 need = (unsigned __int128)a * (unsigned __int128)b * (unsigned __int128)c * 4;
+      /* a * b * c * 4 without wrapping the oracle's own arithmetic (three
+       * 63-bit factors can pass 2^128): saturated at SIZE_MAX + 1 */
+      const unsigned __int128 cap = (unsigned __int128)SIZE_MAX + 1;
+      unsigned __int128 need = (unsigned __int128)a * (unsigned __int128)b;
+      need = need >= cap ? cap : need * (unsigned __int128)c;
+      need = need >= cap ? cap : need * 4;
       if (need <= SIZE_MAX && w != (size_t)need)
         fake_fail("workspace", "clattn_rerope_bwd_workspace_size(%lld, %lld, %lld) = %zu", (long long)a, (long long)b,
                   (long long)c, w);
