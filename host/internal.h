@@ -146,11 +146,13 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(decode_mma_int4_heads, 0, 8, 1, "int4 token rows: up to this many KV heads per group (0: off)") \
   X(decode_mma_int4_groups_per_cu, 0, 16, 0, "token rows: groups per compute unit (0: the split target)") \
   X(decode_mma_int4_whole, 0, 1, 0, "token rows: one group of all a token's heads, blocks as they lie") \
+  X(decode_mma_whole_min_keys, 0, 1 << 20, 0, "whole token rows: fewest keys per span or split (0: decode_mma_min_keys)") \
   X(decode_mma_fp8_wg, 0, 1024, 1, "fp8 on tensor cores: work-items per group (0: decode_wg)")    \
   X(decode_mma_fp8_stages, 0, 6, 0, "fp8: a ring of this many blocks per warp (0: none)")         \
   X(decode_merge_last, 0, 4096, 0, "most splits a row block's last work-group merges: one launch (0: never)") \
   X(decode_mma_small_wg, 0, 256, 1, "tensor cores, float K/V, groups <= units / 8: work-items per group (0: off)") \
   X(decode_mma_small_short, 0, 1, 0, "that form also where short keys leave 4-warp groups short of the units, one group per unit") \
+  X(decode_mma_wide_wg, 0, 256, 1, "tensor cores, float K/V, a warp's accumulators over 8 x 128 (D > 128 padded, 16 rows): work-items per group (0: decode_mma_wg)") \
   /* merge */                                                                                    \
   X(merge_wg, 1, 1024, 1, "merge: work-items per group")                                         \
   /* rerope (forward / backward) */                                                             \

@@ -56,7 +56,11 @@ typedef struct row {
  * groups per SM (0.64-0.65 ms; 8 heads with 2 groups per SM 0.64; 3 or 8
  * splits 0.70 / 0.66); on sm_90, with
  * tokens back to back, one group of all 8 heads, each block of K or V one
- * bulk copy (0.615-0.617 ms against 0.650-0.652 padded in the same runs).
+ * bulk copy (0.615-0.617 ms against 0.650-0.652 padded in the same runs);
+ * whole rows in spans of at least 512 keys (B=16 ctx=8192 paged: 16 parts,
+ * 82 us, against 8 of 1024 keys, 101; padded rows lose with them).
+ * Float groups of 8 warps where a warp's accumulators pass 8 x 128
+ * (decode_mma_wide_wg; B=64 ctx=32768 D=192: 3.00 ms against 3.33).
  * ReRoPE forward (Z=1 H=32 N=8192 D=64 W=2048, non-causal; two passes, one Q
  * in registers): key tiles of 64, a ring of 2 tiles, 2 blocks of 16 query
  * rows per warp (2.05 ms; tiles of 32: 2.22, with 3 in the ring 2.19; 1 block
@@ -75,7 +79,7 @@ typedef struct row {
   .decode_mma_splits_per_cu = 2, .decode_mma_warps_per_cu = 16, .decode_mma_min_keys = 1024, \
   .decode_mma_int4_wg = 128, .decode_mma_int4_heads = 4,                                    \
   .decode_mma_int4_groups_per_cu = 4, .decode_mma_fp8_wg = 256, .decode_mma_small_wg = 256, \
-  .decode_mma_small_short = 1,                                                              \
+  .decode_mma_small_short = 1, .decode_mma_whole_min_keys = 512, .decode_mma_wide_wg = 256,  \
   .rerope_block_m = 64,                                                                     \
   .rerope_block_n = 32, .rerope_wg = 128, .rerope_use_mma = 1, .rerope_stages = 2,          \
   .rerope_warp_blocks = 2, .rerope_mma_block_n = 64
@@ -141,7 +145,7 @@ static const struct param {
 
 /* The work-group sizes: clamped to the device's limit. */
 static const size_t wg_params[] = {CLATTN_TP_decode_wg,   CLATTN_TP_decode_mma_wg, CLATTN_TP_decode_mma_int4_wg,
-                                   CLATTN_TP_decode_mma_fp8_wg, CLATTN_TP_decode_mma_small_wg,
+                                   CLATTN_TP_decode_mma_fp8_wg, CLATTN_TP_decode_mma_small_wg, CLATTN_TP_decode_mma_wide_wg,
                                    CLATTN_TP_merge_wg,    CLATTN_TP_rerope_wg,
                                    CLATTN_TP_quant_wg};
 #define NPARAMS (sizeof params / sizeof params[0])

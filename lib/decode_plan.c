@@ -163,6 +163,15 @@ static bool plan_stream(plan *pl, int64_t pairs, int64_t slots, int min_keys, in
   int64_t wb = div_up(total, slots);
   if (wb < div_up(min_keys, 16)) wb = div_up(min_keys, 16);
   if (wb < div_up(nb, max_parts - 1)) wb = div_up(nb, max_parts - 1); /* parts per pair <= max */
+  /* spans that tile each pair where ones at most 1/16 longer do: a span
+   * that ends one pair and starts the next restarts its loads (H200, int4
+   * paged B=8 ctx=32768: 34 parts of 63 blocks 136 us, 32 of 64 127); k,
+   * the spans per pair, is about slots / pairs */
+  for (int64_t k = nb / wb; k >= 1 && nb / k <= wb + wb / 16; k--)
+    if (nb % k == 0 && nb / k >= wb) {
+      wb = nb / k;
+      break;
+    }
   if (wb >= nb) return false;
   int64_t parts = 0; /* the most spans one pair meets */
   for (int64_t g = 0; g < pairs; g++) {
@@ -201,6 +210,25 @@ static void plan_small(const clattn_context *ctx, plan *pl) {
     pl->small = true;
     pl->WG = t->decode_mma_small_wg;
   }
+}
+
+/* Float groups that are not few, whose warps hold more than 8 x 128
+ * accumulators, of decode_mma_wide_wg work-items: at D over 128 (padded)
+ * always, at 16 rows (Mq = 4 causal) where 4-warp groups would split the
+ * keys in two or more. H200 (f16, Hq=32 Hkv=8, us, 4 warps -> 8): D = 160
+ * / 192 / 256 at B=64 ctx=32768 2931 -> 2663 / 3326 -> 3000 / 3816 ->
+ * 3816, at B=16 ctx=8192 193 -> 193 / 221 -> 214 / 289 -> 267, at B=8
+ * ctx=32768 343 -> 359 / 400 -> 403 / 535 -> 529; Mq = 4 causal at B=4 /
+ * 16 ctx=8192 90 -> 74 / 171 -> 151 (one split, not 2), at B=64 517 -> 541
+ * (one split either way: kept at 4 warps). */
+static void plan_wide(const clattn_context *ctx, plan *pl) {
+  const int wg = ctx->tuning.decode_mma_wide_wg;
+  if (pl->pr.kv_q || pl->small || wg < 32 || wg % 32 || (size_t)wg > ctx->profile.max_work_group_size ||
+      pl->RB * padded_d(pl) <= 1024)
+    return;
+  const int64_t groups = (int64_t)pl->pr.B * head_groups(pl) * pl->nrb;
+  if (padded_d(pl) > 128 || 2 * groups <= (int64_t)ctx->profile.compute_units * mma_resident(&ctx->tuning, pl))
+    pl->WG = wg;
 }
 
 clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
@@ -266,6 +294,7 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
       plan_tokens(ctx, p, pl);
     }
     plan_small(ctx, pl);
+    plan_wide(ctx, pl);
     pl->rows32 = max_key_stride(p, pl->pr.kv_q) < ((int64_t)1 << 27); /* strides are >= 0 (checked) */
   }
 
@@ -293,8 +322,10 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
                                                               : t->decode_splits_per_cu;
   const int64_t target = (int64_t)ctx->profile.compute_units * per_cu;
   const int64_t resident = pl->mma && !pl->small && !pl->tokens ? mma_resident(t, pl) : 0;
-  const int min_keys = pl->small ? 2 * pl->WG
-                       : pl->mma ? mma_min_keys(t) : t->decode_min_keys_per_split;
+  const int min_keys = pl->small                                     ? 2 * pl->WG
+                       : pl->whole && t->decode_mma_whole_min_keys ? t->decode_mma_whole_min_keys
+                       : pl->mma                                     ? mma_min_keys(t)
+                                                                     : t->decode_min_keys_per_split;
   if (p->num_splits > 0) {
     pl->S = p->num_splits;
     pl->chunk = (int)div_up(pl->pr.kv_cap > 0 ? pl->pr.kv_cap : 1, pl->S);

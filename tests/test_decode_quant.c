@@ -150,6 +150,7 @@ static void run_qcase(const qcase *c) {
     fx.ctx->profile.compute_units = c->cus;
     fx.ctx->tuning.decode_mma_int4_groups_per_cu = 2;
     fx.ctx->tuning.decode_mma_min_keys = 64;
+    fx.ctx->tuning.decode_mma_whole_min_keys = 0;
     fx.ctx->tuning.decode_max_splits = 64;
   }
   fx.ctx->tuning.decode_lane_keys = c->lane_keys;

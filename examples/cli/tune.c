@@ -78,6 +78,7 @@ static const knob decode_knobs[] = {
     {"decode_mma_blocks", 2, {0, 2}, TC},
     {"decode_mma_small_wg", 3, {0, 128, 256}, TC},
     {"decode_mma_small_short", 2, {0, 1}, TC},
+    {"decode_mma_wide_wg", 2, {0, 256}, TC},
     {"decode_mma_splits_per_cu", 4, {0, 1, 2, 4}, TC},
     {"decode_mma_warps_per_cu", 4, {0, 12, 16, 24}, TC},
     {"decode_mma_min_keys", 4, {256, 512, 1024, 2048}, TC},
