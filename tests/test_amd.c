@@ -14,7 +14,12 @@
  * which still runs each target's instruction selection (where a builtin or
  * construct a target lacks fails) at a sixth of the cost: the backend's
  * optimisations are where the time goes, not where target errors show.
- * Compiles run $CLATTN_AMD_JOBS (default 4, at most the CPU count) at a time. */
+ * Compiles run $CLATTN_AMD_JOBS (default 4, at most the CPU count) at a time.
+ * The same variants are also parsed for nvptx64 with an sm_90 profile's
+ * macros (CLATTN_NV_PTX=1): the NVIDIA paths' code (inline PTX, its
+ * operand constraints, the helpers beside it) that PoCL never builds; the
+ * H200's decode suite once failed on a helper defined only beside the
+ * portable codecs. */
 #include "common.h"
 #include "part.h"
 #include "internal.h"
@@ -28,6 +33,9 @@
 #include <unistd.h>
 
 extern char **environ;
+
+/* The NVIDIA "target": sm_90's feature macros on nvptx64 (run_target) */
+#define NV_TARGET "nvptx64 sm_90"
 
 typedef struct variant {
   char *file, *options;
@@ -134,12 +142,22 @@ static size_t compile_all(const char *clang, const char *cpu, int simd, bool opt
     char mcpu[64], simd_def[64];
     snprintf(mcpu, sizeof mcpu, "-mcpu=%s", cpu);
     snprintf(simd_def, sizeof simd_def, "-DCLATTN_SIMD=%d", simd);
-    /* the runtime's options: -cl-std=CL1.2, the variant's, then the feature macros */
-    const char *fixed[] = {clang, "-x", "cl", "-cl-std=CL1.2", "-Xclang", "-finclude-default-header",
-                           "-nogpulib", "-target", "amdgcn-amd-amdhsa", mcpu, "-DCLATTN_AMD=1",
-                           simd_def, "-DCLATTN_NV_PTX=0", "-DCLATTN_FP64=1",
-                           optimize ? "-O2" : "-O0"};
-    const size_t nfixed = sizeof fixed / sizeof fixed[0];
+    /* the runtime's options: -cl-std=CL1.2, the variant's, then the feature
+     * macros (an AMD profile's, or an sm_90 one's with the inline PTX on:
+     * parsed and checked, not assembled, as there is no NVPTX builtin
+     * library or ptxas here; see tools/check_nvptx.py for that) */
+    const bool nv = strcmp(cpu, NV_TARGET) == 0;
+    const char *amd[] = {clang, "-x", "cl", "-cl-std=CL1.2", "-Xclang", "-finclude-default-header",
+                         "-nogpulib", "-target", "amdgcn-amd-amdhsa", mcpu, "-DCLATTN_AMD=1",
+                         simd_def, "-DCLATTN_NV_PTX=0", "-DCLATTN_FP64=1",
+                         optimize ? "-O2" : "-O0"};
+    const char *nvptx[] = {clang, "-x", "cl", "-cl-std=CL1.2", "-Xclang", "-finclude-default-header",
+                           "-target", "nvptx64-nvidia-nvcl", "-Xclang", "-target-cpu", "-Xclang", "sm_90",
+                           "-Xclang", "-cl-ext=+cl_khr_int64_base_atomics", "-Dasm=__asm__",
+                           "-DCLATTN_AMD=0", "-DCLATTN_SIMD=32",
+                           "-DCLATTN_NV_PTX=1", "-DCLATTN_NV_SM=90", "-DCLATTN_FP64=1", "-fsyntax-only"};
+    const char **fixed = nv ? nvptx : amd;
+    const size_t nfixed = nv ? sizeof nvptx / sizeof nvptx[0] : sizeof amd / sizeof amd[0];
     char *opts = strdup(vars[i].options);
     char *argv[128];
     size_t argc = 0;
@@ -225,6 +243,7 @@ static void test_gfx90a(void) { run_target("CLATTN_CLANG", "gfx90a", 64, true); 
 static void test_gfx1030(void) { run_target("CLATTN_CLANG", "gfx1030", 32, false); }
 static void test_gfx942(void) { run_target("CLATTN_CLANG16", "gfx942", 64, false); }
 static void test_gfx1100(void) { run_target("CLATTN_CLANG16", "gfx1100", 32, true); }
+static void test_nvptx(void) { run_target("CLATTN_CLANG16", NV_TARGET, 32, false); }
 
 static int suite_init(void) {
   const char *base = getenv("TMPDIR");
@@ -260,8 +279,9 @@ int main(int argc, char **argv) {
   if ((c16 && *c16) || (ci && strcmp(ci, "true") == 0)) {
     CU_add_test(s, "compile gfx942 (CDNA3, wave64)", test_gfx942);
     CU_add_test(s, "compile gfx1100 (RDNA3, wave32)", test_gfx1100);
+    CU_add_test(s, "parse for nvptx64 with sm_90's inline PTX (CLATTN_NV_PTX=1)", test_nvptx);
   } else {
-    fprintf(stderr, "note: clang-16 not found: gfx942 and gfx1100 are not compiled\n");
+    fprintf(stderr, "note: clang-16 not found: gfx942, gfx1100 and nvptx64 are not compiled\n");
   }
   if (!select_part(argc, argv)) return 1; /* tests/part.h */
   return run_suites();
