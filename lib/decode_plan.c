@@ -186,6 +186,14 @@ static bool plan_stream(plan *pl, int64_t pairs, int64_t slots, int min_keys, in
   return true;
 }
 
+/* The tensor-core form's fewest keys per split (its own where the tuning sets one). */
+static int mma_min_keys(const clattn_tuning *t) {
+  return t->decode_mma_min_keys ? t->decode_mma_min_keys : t->decode_min_keys_per_split;
+}
+
+/* The (sequence, KV head group, row block) groups: work-groups per split. */
+static int64_t group_count(const plan *pl) { return (int64_t)pl->pr.B * head_groups(pl) * pl->nrb; }
+
 /* Few (sequence, KV head, row block) groups (B = 1: 8 for 132 SMs): 8 warps
  * per group, one group per unit, split after two iterations of keys (H200,
  * B=1 ctx=16384: 56 against 68 us with 4 warps, 2 per SM). Where the tuning
@@ -194,14 +202,9 @@ static bool plan_stream(plan *pl, int64_t pairs, int64_t slots, int min_keys, in
  * still splits each in two or more; the split count then fills the units
  * once (H200, B=4 ctx=8192: 8 splits of 4-warp groups, 256 groups, 68 us;
  * 4 splits of 8 warps 62). Tensor cores, float K/V. */
-/* The tensor-core form's fewest keys per split (its own where the tuning sets one). */
-static int mma_min_keys(const clattn_tuning *t) {
-  return t->decode_mma_min_keys ? t->decode_mma_min_keys : t->decode_min_keys_per_split;
-}
-
 static void plan_small(const clattn_context *ctx, plan *pl) {
   const clattn_tuning *t = &ctx->tuning;
-  const int64_t few = (int64_t)pl->pr.B * head_groups(pl) * pl->nrb, cu = ctx->profile.compute_units;
+  const int64_t few = group_count(pl), cu = ctx->profile.compute_units;
   const int64_t fill4 = cu * mma_resident(t, pl) / (few > 0 ? few : 1),
                 by_len4 = div_up(pl->pr.kv_cap, mma_min_keys(t));
   const bool short_keys = t->decode_mma_small_short && fill4 > by_len4 && few * 2 <= cu;
@@ -226,7 +229,7 @@ static void plan_wide(const clattn_context *ctx, plan *pl) {
   if (pl->pr.kv_q || pl->small || wg < 32 || wg % 32 || (size_t)wg > ctx->profile.max_work_group_size ||
       pl->RB * padded_d(pl) <= 1024)
     return;
-  const int64_t groups = (int64_t)pl->pr.B * head_groups(pl) * pl->nrb;
+  const int64_t groups = group_count(pl);
   if (padded_d(pl) > 128 || 2 * groups <= (int64_t)ctx->profile.compute_units * mma_resident(&ctx->tuning, pl))
     pl->WG = wg;
 }
@@ -312,7 +315,7 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
   }
 
   /* split count: fill the compute units unless fixed */
-  const int64_t groups = (int64_t)pl->pr.B * head_groups(pl) * pl->nrb;
+  const int64_t groups = group_count(pl);
   /* token rows: the tuning's groups per unit are of int4_heads heads; the
    * same warps per unit for groups of other sizes */
   const int tok_per_cu = pl->tokens ? t->decode_mma_int4_groups_per_cu * t->decode_mma_int4_heads / pl->tokens : 0;
@@ -367,7 +370,7 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
     pl->part_o_elems = (size_t)o_elems;
     pl->lse_offset_bytes = (pl->part_o_elems * 4 + 255) / 256 * 256;
     pl->ticket_offset_bytes = (size_t)bytes;
-    const uint64_t tickets = 8 * (uint64_t)pl->pr.B * head_groups(pl) * pl->nrb + 8;
+    const uint64_t tickets = 8 * (uint64_t)group_count(pl) + 8;
     if (pl->merge_last && bytes + tickets <= ctx->profile.max_alloc_bytes)
       bytes += tickets;
     else
