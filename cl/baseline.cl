@@ -18,15 +18,6 @@
 #ifndef SRC_DT
 #define SRC_DT f32
 #endif
-#ifndef VARLEN
-#define VARLEN 0
-#endif
-#ifndef CAUSAL
-#define CAUSAL 0
-#endif
-#ifndef HAS_BIAS
-#define HAS_BIAS 0
-#endif
 #ifndef WG
 #define WG 128 /* work-items per softmax row, a power of two */
 #endif

@@ -82,15 +82,6 @@
 #ifndef PAGED
 #define PAGED 0
 #endif
-#ifndef VARLEN
-#define VARLEN 0
-#endif
-#ifndef CAUSAL
-#define CAUSAL 0
-#endif
-#ifndef HAS_BIAS
-#define HAS_BIAS 0
-#endif
 #ifndef SPLIT
 #define SPLIT 0
 #endif

@@ -184,12 +184,7 @@ __kernel void clattn_kv_write(
   sl.s1 = is_v ? sv_s1 : sk_s1;
   sl.s2 = is_v ? sv_s2 : sk_s2;
 #endif
-  kv_pages pg;
-  pg.table = table ? table + table_off : table;
-  pg.stride = table_st;
-  pg.max_pages = max_pages;
-  pg.page_size = page_size;
-  pg.num_pages = num_pages;
+  const kv_pages pg = kv_pages_of(table, table_off, table_st, max_pages, page_size, num_pages);
 
   long crow = -1, xrow = 0;
 #if KV_QUANT == 2
@@ -320,12 +315,7 @@ __kernel void clattn_kv_read(
   const uint rh = r / (uint)H, bu = rh / (uint)n;
   const int h = (int)(r - rh * (uint)H), i = (int)(rh - bu * (uint)n), b = (int)bu;
   const kv_layout cl = {c_off, c_s0, c_s1, c_s2};
-  kv_pages pg;
-  pg.table = table ? table + table_off : table;
-  pg.stride = table_st;
-  pg.max_pages = max_pages;
-  pg.page_size = page_size;
-  pg.num_pages = num_pages;
+  const kv_pages pg = kv_pages_of(table, table_off, table_st, max_pages, page_size, num_pages);
   const long j = (long)(start ? start[start_off + b * start_st] : 0) + i;
   const long crow = cache_row(&cl, &pg, N, b, j, h);
   if (crow < 0 && l0 == 0 && err) err[err_off] = 1;

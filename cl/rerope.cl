@@ -27,17 +27,19 @@
 #define TN (BN / CT)
 #define DW (D / CT)
 
+/* The kernel's one argument list (lib/rerope.c: launch_fwd), both implementations. */
+#define RR_FWD_PARAMS                                                                              \
+  __global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT) *q2, rr_view vq2,                \
+      __global const ELT(DT) *k1, rr_view vk1, __global const ELT(DT) *k2, rr_view vk2,            \
+      __global const ELT(DT) *v, rr_view vv, __global ELT(DT) *o, rr_view vo, __global float *lse, \
+      rr_view vl, RR_POS_PARAMS
+
 #if !RR_MMA
 
 RR_TILE_DOTS(tile_dots, TM, TN)
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
-clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT) *q2,
-                  rr_view vq2, __global const ELT(DT) *k1, rr_view vk1,
-                  __global const ELT(DT) *k2, rr_view vk2, __global const ELT(DT) *v, rr_view vv,
-                  __global ELT(DT) *o, rr_view vo, __global float *lse, rr_view vl,
-                  __global const int *qpos, rr_view vqp, __global const int *kpos, rr_view vkp,
-                  rr_args A) {
+clattn_rerope_fwd(RR_FWD_PARAMS) {
   RR_POSITIONS(qpos, kpos);
   __local TT tq1[BM * LDT], tq2[BM * LDT];
   __local TT tk1[BN * LDT], tk2[BN * LDT], tv[BN * LDT];
@@ -70,11 +72,7 @@ clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT
   int n0 = rr_next_ktile(0, n_end, qlo, qhi, kpos, vkp, z, A);
   while (n0 < n_end) {
     const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
-    stage_kpos(tkpos, kpos, vkp, z, n0, BN, A);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    /* only the side(s) of the band this tile touches */
-    stage_k_pair(k1, vk1, k2, vk2, z, hk, n0, BN, tk1, tk2, tkpos, cls, A);
-    stage_raw(v, vv, z, hk, n0, A.Nk, BN, tv);
+    RR_STAGE_KTILE(n0, cls); /* only the side(s) of the band this tile touches */
     barrier(CLK_LOCAL_MEM_FENCE);
 
     float s[TM * TN];
@@ -342,12 +340,7 @@ MMA_INLINE void tile_step(float4 *acc, float *mx, float *lsum, int cls, int ps, 
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
-clattn_rerope_fwd(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT) *q2,
-                  rr_view vq2, __global const ELT(DT) *k1, rr_view vk1,
-                  __global const ELT(DT) *k2, rr_view vk2, __global const ELT(DT) *v, rr_view vv,
-                  __global ELT(DT) *o, rr_view vo, __global float *lse, rr_view vl,
-                  __global const int *qpos, rr_view vqp, __global const int *kpos, rr_view vkp,
-                  rr_args A) {
+clattn_rerope_fwd(RR_FWD_PARAMS) {
   RR_POSITIONS(qpos, kpos);
   /* STAGES key tiles; each pass's Q is staged here first. uint4: ldmatrix and cp.async need 16-byte rows */
   __local uint4 smem_[STAGES * STAGE_ELTS / 8];

@@ -27,6 +27,20 @@
 #define DW (D / CT) /* head-dim elements per work-item: pairs c + CT*w, both halves */
 #define NPW (DW / 2)
 
+/* The kernels' argument lists (lib/rerope_bwd.c: run_bwd), both implementations:
+ * the inputs, then each kernel's gradients, then the positions and scalars. */
+#define RR_BWD_INPUTS                                                                              \
+  __global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT) *q2, rr_view vq2,                \
+      __global const ELT(DT) *k1, rr_view vk1, __global const ELT(DT) *k2, rr_view vk2,            \
+      __global const ELT(DT) *v, rr_view vv, __global const ELT(DT) *dout, rr_view vdo,            \
+      __global const float *lse, rr_view vl, __global const float *delta, rr_view vdl
+#define RR_DKDV_PARAMS                                                                             \
+  RR_BWD_INPUTS, __global ELT(DT) *dk1, rr_view vdk1, __global ELT(DT) *dk2, rr_view vdk2,         \
+      __global ELT(DT) *dv, rr_view vdv, RR_POS_PARAMS
+#define RR_DQ_PARAMS                                                                               \
+  RR_BWD_INPUTS, __global ELT(DT) *dq1, rr_view vdq1, __global ELT(DT) *dq2, rr_view vdq2,         \
+      RR_POS_PARAMS
+
 __kernel void clattn_rerope_bwd_pre(__global const ELT(DT) *o, rr_view vo,
                                     __global const ELT(DT) *dout, rr_view vdo,
                                     __global float *delta, rr_view vdl, rr_args A) {
@@ -67,15 +81,111 @@ static inline void stage_qrows(__local int *tqpos, __local float *tlse, __local 
   }
 }
 
+/* The two kernels are one pass seen from either side: dk/dv holds a key
+ * block and visits the query tiles, dq holds a query block and visits the
+ * key tiles. The steps they share are the macros below, written in the
+ * kernels' own names (their arguments, RR_*_PARAMS, and locals: the t*
+ * tiles, r, c, col, cls, m0, n0, h, hk, z). Macros, not functions, so that
+ * each kernel compiles to the code it had written out: a helper taking the
+ * views, the scalars or the private sums moves their loads and the loops.
+ *
+ * Each kernel's sums, one entry per accumulator: X(sum, its coefficient
+ * tile, an element's coefficient (P, or dS on the sum's side of the window),
+ * the visited tile Y it multiplies, whether the tile's class leaves Y out). */
+#define DKDV_SUMS(X)                                                                               \
+  X(av, tpt, p, tdo, 0)                                                                            \
+  X(a1, tds1, inside ? ds : 0.0f, tq1, cls & RR_OUT)                                               \
+  X(a2, tds2, inside ? 0.0f : ds, tq2, cls & RR_IN)
+#define DQ_SUMS(X)                                                                                 \
+  X(a1, tds1, inside ? ds : 0.0f, tk1, cls & RR_OUT)                                               \
+  X(a2, tds2, inside ? 0.0f : ds, tk2, cls & RR_IN)
+
+/* Query tile m0 of head h: positions, lse and delta, then (the rotation
+ * reads the positions) Q1 / Q2 for class cls, and dO. */
+#define STAGE_QTILE(m0, cls)                                                                       \
+  do {                                                                                             \
+    stage_qrows(tqpos, tlse, tdelta, qpos, vqp, lse, vl, delta, vdl, z, h, m0, A);                 \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
+    stage_q_pair(q1, vq1, q2, vq2, z, h, m0, BM, tq1, tq2, tqpos, cls, A);                         \
+    stage_raw(dout, vdo, z, h, m0, A.Nq, BM, tdo);                                                 \
+  } while (0)
+
+/* P and dS = P (dP - delta) of query qi and key kj of the tiles (in: both
+ * lie before the ends) from the logit sx and dP dpx, into element atx of
+ * the coefficient tiles of SUMS. */
+#define SUM_PUT(sum, tile, coef, y, skip) tile[at] = coef;
+#define TILE_COEFS(SUMS, sx, dpx, qi, kj, in, atx)                                                 \
+  do {                                                                                             \
+    const float l = tlse[qi];                                                                      \
+    /* a query without visible keys has lse = -inf and no gradient */                              \
+    const bool ok = (in) && l != -INFINITY && rr_visible(tqpos[qi], tkpos[kj], A);                 \
+    const float p = ok ? exp((sx) * A.scale - l) : 0.0f;                                           \
+    const float ds = p * ((dpx) - tdelta[qi]);                                                     \
+    const bool inside =                                                                            \
+        (cls & RR_IN) || (!(cls & RR_OUT) && rr_inside(tqpos[qi], tkpos[kj], A));                  \
+    const int at = (atx);                                                                          \
+    SUMS(SUM_PUT)                                                                                  \
+  } while (0)
+
+/* The sums over the NY rows of the visited tile, for this work-item's NI
+ * rows i of the coefficient tiles (row stride NY + 1): sum[i][x] +=
+ * coefficient * Y[row][col[x]] for each entry of SUMS. */
+#define SUM_Y(sum, tile, coef, y, skip) float sum##_y[DW];
+#define SUM_Y_LOAD(sum, tile, coef, y, skip)                                                       \
+  sum##_y[x] = (skip) ? 0.0f : tl_get(y, q * LDT + col[x]);
+#define SUM_C_LOAD(sum, tile, coef, y, skip) const float sum##_c = tile[at];
+#define SUM_ADD(sum, tile, coef, y, skip) sum[i * DW + x] += sum##_c * sum##_y[x];
+#define TILE_SUMS(SUMS, NI, NY)                                                                    \
+  do {                                                                                             \
+    for (int q = 0; q < (NY); q++) {                                                               \
+      SUMS(SUM_Y)                                                                                  \
+      for (int x = 0; x < DW; x++) {                                                               \
+        SUMS(SUM_Y_LOAD)                                                                           \
+      }                                                                                            \
+      for (int i = 0; i < (NI); i++) {                                                             \
+        const int at = (r + RT * i) * ((NY) + 1) + q;                                              \
+        SUMS(SUM_C_LOAD)                                                                           \
+        for (int x = 0; x < DW; x++) {                                                             \
+          SUMS(SUM_ADD)                                                                            \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+  } while (0)
+
+/* Row n (head h) of a gradient pair from row i of this work-item's sums
+ * a1, a2 (its rotary pairs c + CT*w): t1 = scale a1, t2 = scale a2; on the
+ * fly R(pos)^T t1 + t2, with ROT2 R(pos)^T t1 + R(W)^T t2, into t1 alone. */
+#if ROTARY
+#define STORE_PAIR(t1, v1, t2, v2, h, n, pair, x0, x1, y0, y1, pos, ROT2)                          \
+  do {                                                                                             \
+    const float2 x = rope_pair_rot((float2)(x0, x1), pair, pos, A, true);                          \
+    const float2 y = ROT2 ? rope_pair_rot((float2)(y0, y1), pair, (float)A.window, A, true)        \
+                          : (float2)(y0, y1);                                                      \
+    x0 = x.x, x1 = x.y, y0 = y.x, y1 = y.y;                                                        \
+    ST(DT, t1, vidx(v1, z, h, n, rope_elem(pair, 0, A)), x0 + y0);                                 \
+    ST(DT, t1, vidx(v1, z, h, n, rope_elem(pair, 1, A)), x1 + y1);                                 \
+  } while (0)
+#else
+#define STORE_PAIR(t1, v1, t2, v2, h, n, pair, x0, x1, y0, y1, pos, ROT2)                          \
+  do {                                                                                             \
+    ST(DT, t1, vidx(v1, z, h, n, rope_elem(pair, 0, A)), x0);                                      \
+    ST(DT, t1, vidx(v1, z, h, n, rope_elem(pair, 1, A)), x1);                                      \
+    ST(DT, t2, vidx(v2, z, h, n, rope_elem(pair, 0, A)), y0);                                      \
+    ST(DT, t2, vidx(v2, z, h, n, rope_elem(pair, 1, A)), y1);                                      \
+  } while (0)
+#endif
+#define STORE_PAIRS(t1, v1, t2, v2, h, n, i, pos, ROT2)                                            \
+  do {                                                                                             \
+    for (int w = 0; w < NPW; w++) {                                                                \
+      const int pair = c + CT * w;                                                                 \
+      float x0 = a1[(i) * DW + 2 * w] * A.scale, x1 = a1[(i) * DW + 2 * w + 1] * A.scale;          \
+      float y0 = a2[(i) * DW + 2 * w] * A.scale, y1 = a2[(i) * DW + 2 * w + 1] * A.scale;          \
+      STORE_PAIR(t1, v1, t2, v2, h, n, pair, x0, x1, y0, y1, pos, ROT2);                           \
+    }                                                                                              \
+  } while (0)
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
-clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT) *q2,
-                       rr_view vq2, __global const ELT(DT) *k1, rr_view vk1,
-                       __global const ELT(DT) *k2, rr_view vk2, __global const ELT(DT) *v,
-                       rr_view vv, __global const ELT(DT) *dout, rr_view vdo,
-                       __global const float *lse, rr_view vl, __global const float *delta,
-                       rr_view vdl, __global ELT(DT) *dk1, rr_view vdk1, __global ELT(DT) *dk2,
-                       rr_view vdk2, __global ELT(DT) *dv, rr_view vdv, __global const int *qpos,
-                       rr_view vqp, __global const int *kpos, rr_view vkp, rr_args A) {
+clattn_rerope_bwd_dkdv(RR_DKDV_PARAMS) {
   RR_POSITIONS(qpos, kpos);
   __local TT tk1[BN * LDT], tk2[BN * LDT], tv[BN * LDT];
   __local TT tq1[BM * LDT], tq2[BM * LDT], tdo[BM * LDT];
@@ -88,10 +198,7 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
   const int n0 = bh.x * BN, hk = bh.y, z = get_group_id(2);
   const int n1 = min(n0 + BN, A.Nk);
 
-  stage_kpos(tkpos, kpos, vkp, z, n0, BN, A);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  stage_k_pair(k1, vk1, k2, vk2, z, hk, n0, BN, tk1, tk2, tkpos, 0, A);
-  stage_raw(v, vv, z, hk, n0, A.Nk, BN, tv);
+  RR_STAGE_KTILE(n0, 0);
   long klo, khi;
   kpos_range(kpos, vkp, z, n0, n1, &klo, &khi);
 
@@ -110,10 +217,7 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
     while (m0 < A.Nq) {
       const int cls = rr_qclass(m0, klo, khi, qpos, vqp, z, A);
       barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile's readers are done */
-      stage_qrows(tqpos, tlse, tdelta, qpos, vqp, lse, vl, delta, vdl, z, h, m0, A);
-      barrier(CLK_LOCAL_MEM_FENCE);
-      stage_q_pair(q1, vq1, q2, vq2, z, h, m0, BM, tq1, tq2, tqpos, cls, A);
-      stage_raw(dout, vdo, z, h, m0, A.Nq, BM, tdo);
+      STAGE_QTILE(m0, cls);
       barrier(CLK_LOCAL_MEM_FENCE);
 
       /* transposed scores: rows are keys, columns queries */
@@ -124,37 +228,12 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
         const int kr = r + RT * i;
         for (int u = 0; u < TQ; u++) {
           const int qc = c + CT * u;
-          const float l = tlse[qc];
-          /* a query without visible keys has lse = -inf and no gradient */
-          const bool ok = n0 + kr < A.Nk && m0 + qc < A.Nq && l != -INFINITY &&
-                          rr_visible(tqpos[qc], tkpos[kr], A);
-          const float p = ok ? exp(s[i * TQ + u] * A.scale - l) : 0.0f;
-          const float ds = p * (dp[i * TQ + u] - tdelta[qc]);
-          const bool inside =
-              (cls & RR_IN) || (!(cls & RR_OUT) && rr_inside(tqpos[qc], tkpos[kr], A));
-          tpt[kr * (BM + 1) + qc] = p;
-          tds1[kr * (BM + 1) + qc] = inside ? ds : 0.0f;
-          tds2[kr * (BM + 1) + qc] = inside ? 0.0f : ds;
+          TILE_COEFS(DKDV_SUMS, s[i * TQ + u], dp[i * TQ + u], qc, kr,
+                     n0 + kr < A.Nk && m0 + qc < A.Nq, kr * (BM + 1) + qc);
         }
       }
       barrier(CLK_LOCAL_MEM_FENCE);
-      for (int q = 0; q < BM; q++) {
-        float xo[DW], x1[DW], x2[DW];
-        for (int x = 0; x < DW; x++) {
-          xo[x] = tl_get(tdo, q * LDT + col[x]);
-          x1[x] = (cls & RR_OUT) ? 0.0f : tl_get(tq1, q * LDT + col[x]);
-          x2[x] = (cls & RR_IN) ? 0.0f : tl_get(tq2, q * LDT + col[x]);
-        }
-        for (int i = 0; i < TK; i++) {
-          const int at = (r + RT * i) * (BM + 1) + q;
-          const float p = tpt[at], d1 = tds1[at], d2 = tds2[at];
-          for (int x = 0; x < DW; x++) {
-            av[i * DW + x] += p * xo[x];
-            a1[i * DW + x] += d1 * x1[x];
-            a2[i * DW + x] += d2 * x2[x];
-          }
-        }
-      }
+      TILE_SUMS(DKDV_SUMS, TK, BM);
       m0 = rr_next_qtile(m0 + BM, klo, khi, qpos, vqp, z, A);
     }
   }
@@ -162,34 +241,14 @@ clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const E
   for (int i = 0; i < TK; i++) {
     const int n = n0 + r + RT * i;
     if (n >= A.Nk) continue;
-    for (int w = 0; w < NPW; w++) {
-      const int pair = c + CT * w;
-      float x0 = a1[i * DW + 2 * w] * A.scale, x1 = a1[i * DW + 2 * w + 1] * A.scale;
-      float y0 = a2[i * DW + 2 * w] * A.scale, y1 = a2[i * DW + 2 * w + 1] * A.scale;
-#if ROTARY
-      /* dk = R(p_j)^T dk1 + dk2 */
-      const float2 x = rope_pair_rot((float2)(x0, x1), pair, (float)tkpos[r + RT * i], A, true);
-      x0 = x.x, x1 = x.y;
-      ST(DT, dk1, vidx(vdk1, z, hk, n, rope_elem(pair, 0, A)), x0 + y0);
-      ST(DT, dk1, vidx(vdk1, z, hk, n, rope_elem(pair, 1, A)), x1 + y1);
-#else
-      ST(DT, dk1, vidx(vdk1, z, hk, n, rope_elem(pair, 0, A)), x0);
-      ST(DT, dk1, vidx(vdk1, z, hk, n, rope_elem(pair, 1, A)), x1);
-      ST(DT, dk2, vidx(vdk2, z, hk, n, rope_elem(pair, 0, A)), y0);
-      ST(DT, dk2, vidx(vdk2, z, hk, n, rope_elem(pair, 1, A)), y1);
-#endif
-    }
+    /* dk = R(p_j)^T dk1 + dk2 */
+    STORE_PAIRS(dk1, vdk1, dk2, vdk2, hk, n, i, (float)tkpos[r + RT * i], false);
     for (int x = 0; x < DW; x++) ST(DT, dv, vidx(vdv, z, hk, n, col[x]), av[i * DW + x]);
   }
 }
 
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_dq(
-    __global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT) *q2, rr_view vq2,
-    __global const ELT(DT) *k1, rr_view vk1, __global const ELT(DT) *k2, rr_view vk2,
-    __global const ELT(DT) *v, rr_view vv, __global const ELT(DT) *dout, rr_view vdo,
-    __global const float *lse, rr_view vl, __global const float *delta, rr_view vdl,
-    __global ELT(DT) *dq1, rr_view vdq1, __global ELT(DT) *dq2, rr_view vdq2,
-    __global const int *qpos, rr_view vqp, __global const int *kpos, rr_view vkp, rr_args A) {
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+clattn_rerope_bwd_dq(RR_DQ_PARAMS) {
   RR_POSITIONS(qpos, kpos);
   __local TT tq1[BM * LDT], tq2[BM * LDT], tdo[BM * LDT];
   __local TT tk1[BN * LDT], tk2[BN * LDT], tv[BN * LDT];
@@ -203,10 +262,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   const int hk = h / A.G;
   const int m1 = min(m0 + BM, A.Nq);
 
-  stage_qrows(tqpos, tlse, tdelta, qpos, vqp, lse, vl, delta, vdl, z, h, m0, A);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  stage_q_pair(q1, vq1, q2, vq2, z, h, m0, BM, tq1, tq2, tqpos, 0, A);
-  stage_raw(dout, vdo, z, h, m0, A.Nq, BM, tdo);
+  STAGE_QTILE(m0, 0);
   long qlo, qhi;
   qpos_range(qpos, vqp, z, m0, m1, A, &qlo, &qhi);
   int n_end = A.Nk;
@@ -221,10 +277,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
   while (n0 < n_end) {
     const int cls = rr_kclass(n0, qlo, qhi, kpos, vkp, z, A);
     barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile's readers are done */
-    stage_kpos(tkpos, kpos, vkp, z, n0, BN, A);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    stage_k_pair(k1, vk1, k2, vk2, z, hk, n0, BN, tk1, tk2, tkpos, cls, A);
-    stage_raw(v, vv, z, hk, n0, A.Nk, BN, tv);
+    RR_STAGE_KTILE(n0, cls);
     barrier(CLK_LOCAL_MEM_FENCE);
 
     float s[TM * TN], dp[TM * TN];
@@ -232,59 +285,22 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_
     dots_qk(tdo, tv, r, c, dp);
     for (int i = 0; i < TM; i++) {
       const int qr = r + RT * i;
-      const float l = tlse[qr];
       for (int u = 0; u < TN; u++) {
         const int kc = c + CT * u;
-        const bool ok = m0 + qr < A.Nq && n0 + kc < A.Nk && l != -INFINITY &&
-                        rr_visible(tqpos[qr], tkpos[kc], A);
-        const float p = ok ? exp(s[i * TN + u] * A.scale - l) : 0.0f;
-        const float ds = p * (dp[i * TN + u] - tdelta[qr]);
-        const bool inside =
-            (cls & RR_IN) || (!(cls & RR_OUT) && rr_inside(tqpos[qr], tkpos[kc], A));
-        tds1[qr * (BN + 1) + kc] = inside ? ds : 0.0f;
-        tds2[qr * (BN + 1) + kc] = inside ? 0.0f : ds;
+        TILE_COEFS(DQ_SUMS, s[i * TN + u], dp[i * TN + u], qr, kc,
+                   m0 + qr < A.Nq && n0 + kc < A.Nk, qr * (BN + 1) + kc);
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int j = 0; j < BN; j++) {
-      float x1[DW], x2[DW];
-      for (int x = 0; x < DW; x++) {
-        x1[x] = (cls & RR_OUT) ? 0.0f : tl_get(tk1, j * LDT + col[x]);
-        x2[x] = (cls & RR_IN) ? 0.0f : tl_get(tk2, j * LDT + col[x]);
-      }
-      for (int i = 0; i < TM; i++) {
-        const int at = (r + RT * i) * (BN + 1) + j;
-        const float d1 = tds1[at], d2 = tds2[at];
-        for (int x = 0; x < DW; x++) {
-          a1[i * DW + x] += d1 * x1[x];
-          a2[i * DW + x] += d2 * x2[x];
-        }
-      }
-    }
+    TILE_SUMS(DQ_SUMS, TM, BN);
     n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
   }
 
   for (int i = 0; i < TM; i++) {
     const int n = m0 + r + RT * i;
     if (n >= A.Nq) continue;
-    for (int w = 0; w < NPW; w++) {
-      const int pair = c + CT * w;
-      float x0 = a1[i * DW + 2 * w] * A.scale, x1 = a1[i * DW + 2 * w + 1] * A.scale;
-      float y0 = a2[i * DW + 2 * w] * A.scale, y1 = a2[i * DW + 2 * w + 1] * A.scale;
-#if ROTARY
-      /* dq = R(p_i)^T dq1 + R(W)^T dq2 */
-      const float2 x = rope_pair_rot((float2)(x0, x1), pair, (float)tqpos[r + RT * i], A, true);
-      const float2 y = rope_pair_rot((float2)(y0, y1), pair, (float)A.window, A, true);
-      x0 = x.x, x1 = x.y, y0 = y.x, y1 = y.y;
-      ST(DT, dq1, vidx(vdq1, z, h, n, rope_elem(pair, 0, A)), x0 + y0);
-      ST(DT, dq1, vidx(vdq1, z, h, n, rope_elem(pair, 1, A)), x1 + y1);
-#else
-      ST(DT, dq1, vidx(vdq1, z, h, n, rope_elem(pair, 0, A)), x0);
-      ST(DT, dq1, vidx(vdq1, z, h, n, rope_elem(pair, 1, A)), x1);
-      ST(DT, dq2, vidx(vdq2, z, h, n, rope_elem(pair, 0, A)), y0);
-      ST(DT, dq2, vidx(vdq2, z, h, n, rope_elem(pair, 1, A)), y1);
-#endif
-    }
+    /* dq = R(p_i)^T dq1 + R(W)^T dq2 */
+    STORE_PAIRS(dq1, vdq1, dq2, vdq2, h, n, i, (float)tqpos[r + RT * i], true);
   }
 }
 
@@ -415,13 +431,8 @@ MMA_INLINE void dq_ds(float4 *d1, float4 *d2, bool mixed, int n0, rr_pos pq0, rr
   } /* else only the tile's side is used */
 }
 
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_rerope_bwd_dq(
-    __global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT) *q2, rr_view vq2,
-    __global const ELT(DT) *k1, rr_view vk1, __global const ELT(DT) *k2, rr_view vk2,
-    __global const ELT(DT) *v, rr_view vv, __global const ELT(DT) *dout, rr_view vdo,
-    __global const float *lse, rr_view vl, __global const float *delta, rr_view vdl,
-    __global ELT(DT) *dq1, rr_view vdq1, __global ELT(DT) *dq2, rr_view vdq2,
-    __global const int *qpos, rr_view vqp, __global const int *kpos, rr_view vkp, rr_args A) {
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+clattn_rerope_bwd_dq(RR_DQ_PARAMS) {
   RR_POSITIONS(qpos, kpos);
   /* K1, K2, V tiles; Q1, Q2, dO staged here first. uint4: 16-byte rows for ldmatrix, cp.async */
   __local uint4 smem_[3 * BN * LDS / 8];
@@ -610,14 +621,7 @@ MMA_INLINE void dkdv_ds(float4 *pt, float4 *d2, bool mixed, rr_pos pk0, rr_pos p
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
-clattn_rerope_bwd_dkdv(__global const ELT(DT) *q1, rr_view vq1, __global const ELT(DT) *q2,
-                       rr_view vq2, __global const ELT(DT) *k1, rr_view vk1,
-                       __global const ELT(DT) *k2, rr_view vk2, __global const ELT(DT) *v,
-                       rr_view vv, __global const ELT(DT) *dout, rr_view vdo,
-                       __global const float *lse, rr_view vl, __global const float *delta,
-                       rr_view vdl, __global ELT(DT) *dk1, rr_view vdk1, __global ELT(DT) *dk2,
-                       rr_view vdk2, __global ELT(DT) *dv, rr_view vdv, __global const int *qpos,
-                       rr_view vqp, __global const int *kpos, rr_view vkp, rr_args A) {
+clattn_rerope_bwd_dkdv(RR_DKDV_PARAMS) {
   RR_POSITIONS(qpos, kpos);
   /* K1, K2, V of this work-group's keys (FRAG_G: read per tile from global
    * memory instead); Q1, Q2, dO of a query tile (uint4: 16-byte rows) */

@@ -315,13 +315,16 @@ void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *pl, cha
 
 /* ---------------------------------------------------------------- forward */
 
+/* The tensors of one forward call as the kernel takes them: the rotary form
+ * passes its raw q (k) as both q1 and q2 (k1 and k2), the kernel reading q1 (k1). */
+typedef struct fwd_tensors {
+  const clattn_tensor *q1, *q2, *k1, *k2, *v, *o, *lse;
+} fwd_tensors;
+
 static clattn_status launch_fwd(clattn_context *ctx, cl_command_queue queue,
-                                const clattn_rr_problem *p, const clattn_tensor *q1,
-                                const clattn_tensor *q2, const clattn_tensor *k1,
-                                const clattn_tensor *k2, const clattn_tensor *v,
-                                const clattn_tensor *o, const clattn_tensor *lse, cl_uint num_wait,
+                                const clattn_rr_problem *p, const fwd_tensors *t, cl_uint num_wait,
                                 const cl_event *wait, cl_event *event) {
-  const clattn_tensor *views[] = {q1, q2, k1, k2, v};
+  const clattn_tensor *views[] = {t->q1, t->q2, t->k1, t->k2, t->v};
   clattn_rr_plan pl;
   CLATTN_TRY(clattn_rr_plan_make(ctx, p, CLATTN_RR_FWD, views, 5, &pl));
   char opts[256];
@@ -329,16 +332,9 @@ static clattn_status launch_fwd(clattn_context *ctx, cl_command_queue queue,
   static const char *name = "clattn_rerope_fwd";
   cl_kernel k = NULL;
   CLATTN_TRY(clattn_kernel_get(ctx, "rerope.cl", opts, name, &k));
+  const clattn_tensor *ts[] = {t->q1, t->q2, t->k1, t->k2, t->v, t->o, t->lse, p->q_pos, p->k_pos};
   clattn_args a = clattn_args_begin(k);
-  clattn_rr_arg(&a, q1);
-  clattn_rr_arg(&a, q2);
-  clattn_rr_arg(&a, k1);
-  clattn_rr_arg(&a, k2);
-  clattn_rr_arg(&a, v);
-  clattn_rr_arg(&a, o);
-  clattn_rr_arg(&a, lse);
-  clattn_rr_arg(&a, p->q_pos);
-  clattn_rr_arg(&a, p->k_pos);
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clattn_rr_arg(&a, ts[i]);
   clattn_arg(&a, sizeof p->args, &p->args);
   clattn_status s = clattn_args_end(&a, name);
   if (s == CLATTN_SUCCESS) {
@@ -351,33 +347,37 @@ static clattn_status launch_fwd(clattn_context *ctx, cl_command_queue queue,
   return s;
 }
 
-/* o and lse share no element with each other or the inputs. */
-static clattn_status check_fwd_aliasing(const clattn_rr_problem *p, const clattn_tensor *o,
-                                        const clattn_tensor *lse, const clattn_tensor *q,
-                                        const char *qname, const clattn_tensor *q2,
-                                        const clattn_tensor *k, const char *kname,
-                                        const clattn_tensor *k2, const clattn_tensor *v) {
-  const clattn_named outs[] = {{o, "o"}, {lse, "maybe_lse"}};
-  const clattn_named ins[] = {{q, qname}, {q2, "q2"}, {k, kname}, {k2, "k2"}, {v, "v"},
-                              {p->q_pos, "maybe_q_pos"}, {p->k_pos, "maybe_k_pos"}};
-  return clattn_check_aliasing(outs, 2, ins, 7);
+/* Both forward forms: the checks, then the launch. rot: the rotary form's
+ * settings (its q, k named so, no q2, k2 to check), NULL for the explicit form. */
+static clattn_status run_fwd(clattn_context *ctx, cl_command_queue queue, const fwd_tensors *t,
+                             int window, float scale, int causal,
+                             const clattn_rerope_rotary_params *rot, cl_uint num_wait,
+                             const cl_event *wait, cl_event *event) {
+  CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait));
+  const char *qn = rot ? "q" : "q1", *kn = rot ? "k" : "k1";
+  const clattn_tensor *q2 = rot ? NULL : t->q2, *k2 = rot ? NULL : t->k2;
+  clattn_rr_problem pr;
+  CLATTN_TRY(clattn_rr_inputs_init(ctx, &pr, t->q1, qn, q2, t->k1, kn, k2, t->v, t->o, window,
+                                   scale, causal));
+  if (clattn_present(t->lse)) CLATTN_TRY(clattn_rr_check_lse(ctx, t->lse, "maybe_lse", t->q1, qn));
+  if (rot)
+    CLATTN_TRY(clattn_rr_rotary_init(ctx, &pr, &rot->maybe_q_pos, &rot->maybe_k_pos,
+                                     rot->rope_theta, rot->rope_layout));
+  /* o and lse share no element with each other or the inputs */
+  const clattn_named outs[] = {{t->o, "o"}, {t->lse, "maybe_lse"}};
+  const clattn_named ins[] = {{t->q1, qn}, {q2, "q2"}, {t->k1, kn}, {k2, "k2"}, {t->v, "v"},
+                              {pr.q_pos, "maybe_q_pos"}, {pr.k_pos, "maybe_k_pos"}};
+  CLATTN_TRY(clattn_check_aliasing(outs, 2, ins, 7));
+  return launch_fwd(ctx, queue, &pr, t, num_wait, wait, event);
 }
 
 clattn_status clattn_rerope_fwd(clattn_context *ctx, cl_command_queue queue,
                                 const clattn_rerope_params *params, cl_uint num_wait,
                                 const cl_event *wait_list, cl_event *event) {
   if (!params) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
-  CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
   const clattn_rerope_params *p = params;
-  clattn_rr_problem pr;
-  CLATTN_TRY(clattn_rr_inputs_init(ctx, &pr, &p->q1, "q1", &p->q2, &p->k1, "k1", &p->k2, &p->v, &p->o,
-                                    p->window, p->scale, p->causal));
-  if (clattn_present(&p->maybe_lse))
-    CLATTN_TRY(clattn_rr_check_lse(ctx, &p->maybe_lse, "maybe_lse", &p->q1, "q1"));
-  CLATTN_TRY(check_fwd_aliasing(&pr, &p->o, &p->maybe_lse, &p->q1, "q1", &p->q2, &p->k1, "k1", &p->k2,
-                                &p->v));
-  return launch_fwd(ctx, queue, &pr, &p->q1, &p->q2, &p->k1, &p->k2, &p->v, &p->o, &p->maybe_lse,
-                    num_wait, wait_list, event);
+  const fwd_tensors t = {&p->q1, &p->q2, &p->k1, &p->k2, &p->v, &p->o, &p->maybe_lse};
+  return run_fwd(ctx, queue, &t, p->window, p->scale, p->causal, NULL, num_wait, wait_list, event);
 }
 
 const char *clattn_rerope_kernels(clattn_context *ctx, const clattn_rerope_params *params, int backward) {
@@ -402,19 +402,9 @@ clattn_status clattn_rerope_rotary_fwd(clattn_context *ctx, cl_command_queue que
                                        const clattn_rerope_rotary_params *params, cl_uint num_wait,
                                        const cl_event *wait_list, cl_event *event) {
   if (!params) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
-  CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
   const clattn_rerope_rotary_params *p = params;
-  clattn_rr_problem pr;
-  CLATTN_TRY(clattn_rr_inputs_init(ctx, &pr, &p->q, "q", NULL, &p->k, "k", NULL, &p->v, &p->o,
-                                    p->window, p->scale, p->causal));
-  if (clattn_present(&p->maybe_lse))
-    CLATTN_TRY(clattn_rr_check_lse(ctx, &p->maybe_lse, "maybe_lse", &p->q, "q"));
-  CLATTN_TRY(
-      clattn_rr_rotary_init(ctx, &pr, &p->maybe_q_pos, &p->maybe_k_pos, p->rope_theta, p->rope_layout));
-  CLATTN_TRY(check_fwd_aliasing(&pr, &p->o, &p->maybe_lse, &p->q, "q", NULL, &p->k, "k", NULL, &p->v));
-  /* The kernel reads raw q (and k) through its q1 (k1) argument. */
-  return launch_fwd(ctx, queue, &pr, &p->q, &p->q, &p->k, &p->k, &p->v, &p->o, &p->maybe_lse,
-                    num_wait, wait_list, event);
+  const fwd_tensors t = {&p->q, &p->q, &p->k, &p->k, &p->v, &p->o, &p->maybe_lse};
+  return run_fwd(ctx, queue, &t, p->window, p->scale, p->causal, p, num_wait, wait_list, event);
 }
 
 /* ---------------------------------------------------------------- variants */

@@ -115,30 +115,51 @@ static clattn_status run_bwd(clattn_context *ctx, cl_command_queue queue,
   return s;
 }
 
+/* Both backward forms: the checks, then the kernels. rot: the rotary form's
+ * settings (its q, k, dq, dk named so, no q2, k2, dq2, dk2 of their own),
+ * NULL for the explicit form. */
+static clattn_status bwd_checked(clattn_context *ctx, cl_command_queue queue, const bwd_tensors *t,
+                                 int window, float scale, int causal,
+                                 const clattn_rerope_rotary_bwd_params *rot, cl_uint num_wait,
+                                 const cl_event *wait, cl_event *event) {
+  CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait));
+  const char *qn = rot ? "q" : "q1", *kn = rot ? "k" : "k1";
+  clattn_rr_problem pr;
+  CLATTN_TRY(clattn_rr_inputs_init(ctx, &pr, t->q1, qn, rot ? NULL : t->q2, t->k1, kn,
+                                   rot ? NULL : t->k2, t->v, t->o, window, scale, causal));
+  CLATTN_TRY(clattn_rr_check_lse(ctx, t->lse, "lse", t->q1, qn));
+  CLATTN_TRY(clattn_rr_check_like(ctx, t->dout, "dout", t->q1, qn, 0xfu));
+  /* the gradients, shaped like q (the first two) or k; the outputs, in this order */
+  const clattn_named grads[] = {{t->dq1, rot ? "dq" : "dq1"}, {rot ? NULL : t->dq2, "dq2"},
+                                {t->dk1, rot ? "dk" : "dk1"}, {rot ? NULL : t->dk2, "dk2"},
+                                {t->dv, "dv"}};
+  clattn_named outs[6];
+  int nout = 0;
+  for (int i = 0; i < 5; i++) {
+    if (!grads[i].t) continue;
+    CLATTN_TRY(clattn_rr_check_like(ctx, grads[i].t, grads[i].name, i < 2 ? t->q1 : t->k1,
+                                    i < 2 ? qn : kn, 0xfu));
+    outs[nout++] = grads[i];
+  }
+  if (rot)
+    CLATTN_TRY(clattn_rr_rotary_init(ctx, &pr, &rot->maybe_q_pos, &rot->maybe_k_pos,
+                                     rot->rope_theta, rot->rope_layout));
+  if (clattn_present(t->ws)) /* its size: run_bwd */
+    CLATTN_TRY(clattn_check_workspace(ctx, t->ws, 0, "clattn_rerope_bwd_workspace_size"));
+  outs[nout++] = (clattn_named){t->ws, "maybe_workspace"};
+  CLATTN_TRY(check_bwd_aliasing(outs, nout, t, &pr));
+  return run_bwd(ctx, queue, &pr, t, num_wait, wait, event);
+}
+
 clattn_status clattn_rerope_bwd(clattn_context *ctx, cl_command_queue queue,
                                 const clattn_rerope_bwd_params *params, cl_uint num_wait,
                                 const cl_event *wait_list, cl_event *event) {
   if (!params) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
-  CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
   const clattn_rerope_bwd_params *p = params;
-  clattn_rr_problem pr;
-  CLATTN_TRY(clattn_rr_inputs_init(ctx, &pr, &p->q1, "q1", &p->q2, &p->k1, "k1", &p->k2, &p->v, &p->o,
-                                    p->window, p->scale, p->causal));
-  CLATTN_TRY(clattn_rr_check_lse(ctx, &p->lse, "lse", &p->q1, "q1"));
-  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dout, "dout", &p->q1, "q1", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dq1, "dq1", &p->q1, "q1", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dq2, "dq2", &p->q1, "q1", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dk1, "dk1", &p->k1, "k1", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dk2, "dk2", &p->k1, "k1", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dv, "dv", &p->k1, "k1", 0xfu));
-  bwd_tensors t = {&p->q1,   &p->q2,  &p->k1,  &p->k2,  &p->v,   &p->o,  &p->lse,
-                   &p->dout, &p->dq1, &p->dq2, &p->dk1, &p->dk2, &p->dv, &p->maybe_workspace};
-  if (clattn_present(t.ws)) /* its size: run_bwd */
-    CLATTN_TRY(clattn_check_workspace(ctx, t.ws, 0, "clattn_rerope_bwd_workspace_size"));
-  const clattn_named outs[] = {{&p->dq1, "dq1"}, {&p->dq2, "dq2"}, {&p->dk1, "dk1"},
-                               {&p->dk2, "dk2"}, {&p->dv, "dv"},   {t.ws, "maybe_workspace"}};
-  CLATTN_TRY(check_bwd_aliasing(outs, 6, &t, &pr));
-  return run_bwd(ctx, queue, &pr, &t, num_wait, wait_list, event);
+  const bwd_tensors t = {&p->q1,   &p->q2,  &p->k1,  &p->k2,  &p->v,   &p->o,  &p->lse,
+                         &p->dout, &p->dq1, &p->dq2, &p->dk1, &p->dk2, &p->dv, &p->maybe_workspace};
+  return bwd_checked(ctx, queue, &t, p->window, p->scale, p->causal, NULL, num_wait, wait_list,
+                     event);
 }
 
 clattn_status clattn_rerope_rotary_bwd(clattn_context *ctx, cl_command_queue queue,
@@ -146,25 +167,10 @@ clattn_status clattn_rerope_rotary_bwd(clattn_context *ctx, cl_command_queue que
                                        cl_uint num_wait, const cl_event *wait_list,
                                        cl_event *event) {
   if (!params) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
-  CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
   const clattn_rerope_rotary_bwd_params *p = params;
-  clattn_rr_problem pr;
-  CLATTN_TRY(clattn_rr_inputs_init(ctx, &pr, &p->q, "q", NULL, &p->k, "k", NULL, &p->v, &p->o,
-                                    p->window, p->scale, p->causal));
-  CLATTN_TRY(clattn_rr_check_lse(ctx, &p->lse, "lse", &p->q, "q"));
-  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dout, "dout", &p->q, "q", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dq, "dq", &p->q, "q", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dk, "dk", &p->k, "k", 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(ctx, &p->dv, "dv", &p->k, "k", 0xfu));
-  CLATTN_TRY(
-      clattn_rr_rotary_init(ctx, &pr, &p->maybe_q_pos, &p->maybe_k_pos, p->rope_theta, p->rope_layout));
   /* raw q, k travel as q1/q2 and k1/k2; dq, dk come back through dq1 / dk1 */
-  bwd_tensors t = {&p->q,    &p->q,  &p->k,  &p->k,  &p->v,  &p->o,  &p->lse,
-                   &p->dout, &p->dq, &p->dq, &p->dk, &p->dk, &p->dv, &p->maybe_workspace};
-  if (clattn_present(t.ws)) /* its size: run_bwd */
-    CLATTN_TRY(clattn_check_workspace(ctx, t.ws, 0, "clattn_rerope_bwd_workspace_size"));
-  const clattn_named outs[] = {
-      {&p->dq, "dq"}, {&p->dk, "dk"}, {&p->dv, "dv"}, {t.ws, "maybe_workspace"}};
-  CLATTN_TRY(check_bwd_aliasing(outs, 4, &t, &pr));
-  return run_bwd(ctx, queue, &pr, &t, num_wait, wait_list, event);
+  const bwd_tensors t = {&p->q,    &p->q,  &p->k,  &p->k,  &p->v,  &p->o,  &p->lse,
+                         &p->dout, &p->dq, &p->dq, &p->dk, &p->dk, &p->dv, &p->maybe_workspace};
+  return bwd_checked(ctx, queue, &t, p->window, p->scale, p->causal, p, num_wait, wait_list,
+                     event);
 }

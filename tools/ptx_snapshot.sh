@@ -50,6 +50,8 @@ rr() {
 }
 rr rr_mma_fwd   rerope.cl     "-DDT=f16 -DD=64 -DRR_MMA=1 -DBM=128 -DBN=64 -DWG=128 -DCT=8 -DSTAGES=2 -DMT=2 -DROTARY=0"
 rr rr_mma_fwd_c rerope.cl     "-DDT=f16 -DD=128 -DRR_MMA=1 -DBM=128 -DBN=64 -DWG=128 -DCT=8 -DSTAGES=2 -DMT=2 -DROTARY=1"
+rr rr_mma_fwd_pos rerope.cl   "-DDT=bf16 -DD=64 -DRR_MMA=1 -DBM=64 -DBN=64 -DWG=128 -DCT=8 -DSTAGES=1 -DMT=1 -DROTARY=1 -DQPOS=1 -DKPOS=1"
+rr rr_mma_fwd_s3 rerope.cl    "-DDT=f16 -DD=64 -DRR_MMA=1 -DBM=64 -DBN=32 -DWG=128 -DCT=8 -DSTAGES=3 -DMT=1 -DROTARY=0 -DKPOS=1"
 B="-DRR_MMA=1 -DBM=32 -DBN=32 -DWG=128 -DCT=8"
 rr rr_mma_bwd     rerope_bwd.cl "-DDT=f16 -DD=64 $B -DROTARY=0"
 rr rr_mma_bwd16   rerope_bwd.cl "-DDT=f16 -DD=16 $B -DROTARY=0"
@@ -59,8 +61,23 @@ rr rr_mma_bwd128  rerope_bwd.cl "-DDT=f16 -DD=128 $B -DROTARY=0 -DNSL=1 -DFRAG_G
 rr rr_mma_bwd128s rerope_bwd.cl "-DDT=f16 -DD=128 $B -DROTARY=0 -DNSL=2 -DFRAG_G=1"
 rr rr_mma_bwd80   rerope_bwd.cl "-DDT=bf16 -DD=80 $B -DROTARY=0 -DNSL=2 -DFRAG_G=1"
 rr rr_mma_bwd256  rerope_bwd.cl "-DDT=f16 -DD=256 $B -DROTARY=0 -DNSL=1 -DFRAG_G=1"
+# portable (RR_MMA=0), then D 64 / 128 x ROTARY 0 / 1 for both directions
 rr rr_port_fwd  rerope.cl     "-DDT=f32 -DD=64 -DRR_MMA=0 -DBM=32 -DBN=32 -DWG=128 -DCT=8 -DROTARY=0"
 rr rr_port_bwd  rerope_bwd.cl "-DDT=f16 -DD=64 -DRR_MMA=0 -DBM=32 -DBN=32 -DWG=128 -DCT=8 -DROTARY=0"
+P="-DRR_MMA=0 -DBM=32 -DBN=32 -DWG=128 -DCT=8"
+for d in 64 128; do
+  for rot in 0 1; do
+    rr rr_port_fwd_d${d}_r${rot} rerope.cl     "-DDT=f16 -DD=$d $P -DROTARY=$rot"
+    rr rr_port_bwd_d${d}_r${rot} rerope_bwd.cl "-DDT=f16 -DD=$d $P -DROTARY=$rot"
+  done
+done
+# portable with positions, bf16 / f32, CT 4, and the mask ends
+rr rr_port_fwd_pos  rerope.cl     "-DDT=bf16 -DD=64 $P -DROTARY=1 -DQPOS=1 -DKPOS=1"
+rr rr_port_bwd_pos  rerope_bwd.cl "-DDT=bf16 -DD=64 $P -DROTARY=1 -DQPOS=1 -DKPOS=1"
+rr rr_port_bwd_pos0 rerope_bwd.cl "-DDT=f32 -DD=64 $P -DROTARY=0 -DQPOS=1 -DKPOS=1"
+rr rr_port_fwd_ct4  rerope.cl     "-DDT=f32 -DD=24 -DRR_MMA=0 -DBM=16 -DBN=32 -DWG=64 -DCT=4 -DROTARY=1"
+rr rr_port_bwd_ct4  rerope_bwd.cl "-DDT=f32 -DD=24 -DRR_MMA=0 -DBM=16 -DBN=32 -DWG=64 -DCT=4 -DROTARY=1"
+rr rr_port_bwd_wide rerope_bwd.cl "-DDT=bf16 -DD=96 -DRR_MMA=0 -DBM=16 -DBN=16 -DWG=64 -DCT=8 -DROTARY=0"
 rr merge_split  merge.cl      "-DP0_DT=f32 -DP_DT=f32 -DO_DT=f16 -DNARGS=1 -DVEC=4 -DALIGNED=1"
 rr merge_8      merge.cl      "-DP0_DT=f16 -DP_DT=f16 -DO_DT=f16 -DNARGS=8 -DVEC=4 -DALIGNED=1"
 ls "$out" | wc -l
