@@ -151,6 +151,7 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(decode_mma_fp8_stages, 0, 6, 0, "fp8: a ring of this many blocks per warp (0: none)")         \
   X(decode_merge_last, 0, 4096, 0, "most splits a row block's last work-group merges: one launch (0: never)") \
   X(decode_mma_small_wg, 0, 256, 1, "tensor cores, float K/V, groups <= units / 8: work-items per group (0: off)") \
+  X(decode_mma_small_blocks, 0, 4, 0, "that form's 16-key blocks in flight per warp where groups <= units / 8, at up to 8 x 128 accumulators a warp (0: decode_mma_blocks)") \
   X(decode_mma_small_short, 0, 1, 0, "that form also where short keys leave 4-warp groups short of the units, one group per unit") \
   X(decode_mma_wide_wg, 0, 256, 1, "tensor cores, float K/V, a warp's accumulators over 8 x 128 (D > 128 padded, 16 rows): work-items per group (0: decode_mma_wg)") \
   /* merge */                                                                                    \

@@ -79,6 +79,7 @@ typedef struct row {
   .decode_mma_splits_per_cu = 2, .decode_mma_warps_per_cu = 16, .decode_mma_min_keys = 1024, \
   .decode_mma_int4_wg = 128, .decode_mma_int4_heads = 4,                                    \
   .decode_mma_int4_groups_per_cu = 4, .decode_mma_fp8_wg = 256, .decode_mma_small_wg = 256, \
+  .decode_mma_small_blocks = 2,                                                            \
   .decode_mma_small_short = 1, .decode_mma_whole_min_keys = 512, .decode_mma_wide_wg = 256,  \
   .rerope_block_m = 64,                                                                     \
   .rerope_block_n = 32, .rerope_wg = 128, .rerope_use_mma = 1, .rerope_stages = 2,          \

@@ -201,17 +201,25 @@ static int64_t group_count(const plan *pl) { return (int64_t)pl->pr.B * head_gro
  * decode_mma_min_keys) to fill the units and one 8-warp group per unit
  * still splits each in two or more; the split count then fills the units
  * once (H200, B=4 ctx=8192: 8 splits of 4-warp groups, 256 groups, 68 us;
- * 4 splits of 8 warps 62). Tensor cores, float K/V. */
+ * 4 splits of 8 warps 62). Tensor cores, float K/V. Where the groups are
+ * few, their 8 warps hold too few loads to cover the latency: 2 blocks in
+ * flight per warp where a warp's accumulators are at most 8 x 128 (H200,
+ * f16 B=1 ctx=131072 / 32768 / 16384: 156 / 64-66 / 50-51 us against 167-171
+ * / 69 / 54-55 with 1, D=64 ctx=32768 47-50 against 56-58; the short-key
+ * groups of B=4 / 8 1-3% slower with 2, 4-warp groups at B=16 154 -> 167). */
 static void plan_small(const clattn_context *ctx, plan *pl) {
   const clattn_tuning *t = &ctx->tuning;
   const int64_t few = group_count(pl), cu = ctx->profile.compute_units;
   const int64_t fill4 = cu * mma_resident(t, pl) / (few > 0 ? few : 1),
                 by_len4 = div_up(pl->pr.kv_cap, mma_min_keys(t));
   const bool short_keys = t->decode_mma_small_short && fill4 > by_len4 && few * 2 <= cu;
-  if (!pl->pr.kv_q && t->decode_mma_small_wg >= 32 && (few * 8 <= cu || short_keys) &&
+  const bool few_groups = few * 8 <= cu;
+  if (!pl->pr.kv_q && t->decode_mma_small_wg >= 32 && (few_groups || short_keys) &&
       (size_t)t->decode_mma_small_wg <= ctx->profile.max_work_group_size) {
     pl->small = true;
     pl->WG = t->decode_mma_small_wg;
+    if (few_groups && t->decode_mma_small_blocks && pl->RB * padded_d(pl) <= 1024)
+      pl->nblk = t->decode_mma_small_blocks;
   }
 }
 
@@ -511,6 +519,11 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.RB = f > 0 ? 8 : pl.RB;
     pl.pr.kv_q = f == 2;
     EMIT(pl, 1);
+    if (f == 1) { /* the small form: 8 warps, 2 blocks in flight */
+      pl.WG = 256;
+      pl.nblk = 2;
+      EMIT(pl, 1);
+    }
   }
   for (int q = 1; q <= 3; q++) { /* int4, fp8, fp8 fnuz */
     plan pl = base;

@@ -847,6 +847,47 @@ static void test_mma(void) {
   clattn_force_path(0);
 }
 
+/* The tensor-core form's wide groups (8 warps, one per unit, 2 blocks in
+ * flight per warp: the B = 1 form on NVIDIA) against the reference: the
+ * units made many so that few groups take it; lengths 0, 1, 7 and long in
+ * one batch with auto and 3 splits (one launch), bf16 D = 80 paged causal
+ * Mq 2, D = 192 (one block in flight: accumulators over 8 x 128). */
+static void test_mma_small(void) {
+  const clattn_tuning saved = fx.ctx->tuning;
+  const cl_uint saved_cus = fx.ctx->profile.compute_units;
+  fx.ctx->profile.compute_units = 64;
+  fx.ctx->tuning.decode_mma_small_wg = 256;
+  fx.ctx->tuning.decode_mma_small_blocks = 2;
+  fx.ctx->tuning.decode_merge_last = 8;
+  clattn_force_path(2);
+  static const int32_t lens[] = {0, 1, 7, 700};
+  dcase c = mma_base(CLATTN_F16, 128);
+  c.B = 4;
+  c.Nkv = 700;
+  c.kv_len = lens;
+  c.kernels = "wide groups";
+  run_case(&c);
+  c.splits = 3;
+  run_case(&c);
+  static const int32_t plens[] = {130, 97};
+  c = mma_base(CLATTN_BF16, 80);
+  c.B = 2;
+  c.Nkv = 130;
+  c.kv_len = plens;
+  c.page_size = 16;
+  c.Mq = 2;
+  c.causal = 1;
+  c.kernels = "wide groups";
+  run_case(&c);
+  c = mma_base(CLATTN_F16, 192);
+  c.Nkv = 300;
+  c.kernels = "wide groups";
+  run_case(&c);
+  clattn_force_path(0);
+  fx.ctx->tuning = saved;
+  fx.ctx->profile.compute_units = saved_cus;
+}
+
 void add_decode_error_tests(CU_pSuite s); /* test_decode_errors.c */
 void add_decode_quant_tests(CU_pSuite s); /* test_decode_quant.c */
 void add_decode_plan_tests(CU_pSuite s);  /* test_decode_plan.c */
@@ -874,6 +915,7 @@ int main(int argc, char **argv) {
   CU_add_test(s, "K tiles staged in local memory", test_kstage);
   CU_add_test(s, "tensor-core form (PTX emulated off NVIDIA)", test_mma);
   CU_add_test(s, "padded head dims 80 96 112 160 200 on tensor cores", test_padded_dims);
+  CU_add_test(s, "tensor-core wide groups, 2 blocks in flight (few groups)", test_mma_small);
   CU_add_test(s, "one-launch merge of the splits, tickets in a junk workspace", test_merge_last);
   add_decode_plan_tests(s);
   if (!select_part(argc, argv)) return 1; /* tests/part.h */

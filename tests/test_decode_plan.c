@@ -15,15 +15,15 @@ typedef struct shape {
 } shape;
 
 /* What the planner chose for s (forced onto the tensor-core form): the
- * split count (or most parts a sequence has), the work-group size and the
- * kernel line (copied into kernel). */
+ * split count (or most parts a sequence has), the work-group size, the
+ * blocks in flight per warp and the kernel line (copied into kernel). */
 typedef struct planned {
-  int parts, wg;
+  int parts, wg, nblk;
   char kernel[160];
 } planned;
 
 static planned plan_of(const shape *s) {
-  planned r = {0, 0, ""};
+  planned r = {0, 0, 0, ""};
   const bool q4 = s->kvdt == CLATTN_INT4;
   const int X = q4 ? 1 + s->D / 8 : s->D; /* a row's elements: int4 words or f16 values */
   const size_t row = q4 ? (size_t)X * 4 : (size_t)X * 2, nq = (size_t)s->B * s->Mq * s->Hq * s->D * 2;
@@ -45,18 +45,25 @@ static planned plan_of(const shape *s) {
   CHECK_OK(clattn_decode_build_options(fx.ctx, &p, opts, sizeof opts));
   const char *wg = strstr(opts, "-DWG=");
   r.wg = wg ? atoi(wg + 5) : 0;
+  const char *nb = strstr(opts, "-DNBLK=");
+  r.nblk = nb ? atoi(nb + 7) : 0;
   clattn_force_path(0);
   buf_release(&qm), buf_release(&km), buf_release(&vm), buf_release(&om);
   return r;
 }
 
-/* The planner's inputs every test here fixes: units, warps, key counts. */
+/* The planner's inputs every test here fixes: units, local memory (64 KiB:
+ * the emulated token rows' ring of 8 heads passes the H200's 48), warps,
+ * key counts. */
 static void fix_inputs(int cus) {
   clattn_tuning *t = &fx.ctx->tuning;
   fx.ctx->profile.compute_units = cus;
+  fx.ctx->profile.local_mem_bytes = 65536;
   t->decode_mma_wg = 128;
   t->decode_mma_small_wg = 0;
   t->decode_mma_small_short = 0;
+  t->decode_mma_small_blocks = 0;
+  t->decode_mma_blocks = 0;
   t->decode_mma_wide_wg = 0;
   t->decode_mma_splits_per_cu = 2;
   t->decode_mma_warps_per_cu = 16;
@@ -69,8 +76,8 @@ static void fix_inputs(int cus) {
 
 #define SAVE_INPUTS()                                                                        \
   const clattn_tuning saved = fx.ctx->tuning;                                                \
-  const int saved_cus = fx.ctx->profile.compute_units
-#define RESTORE_INPUTS() (fx.ctx->tuning = saved, fx.ctx->profile.compute_units = saved_cus)
+  const clattn_device_profile saved_profile = fx.ctx->profile
+#define RESTORE_INPUTS() (fx.ctx->tuning = saved, fx.ctx->profile = saved_profile)
 
 /* The tensor-core form's split count fills the units once (mma_resident):
  * 8 units, 16 warps per unit, groups of 4 warps, B=1, Hkv=8 (8 groups),
@@ -119,6 +126,34 @@ static void test_wide_groups(void) {
               r.parts, r.kernel, cases[i].splits, cases[i].wide ? "wide" : "4 warps");
     CU_ASSERT_EQUAL(r.parts, cases[i].splits);
     CU_ASSERT_EQUAL(wide, cases[i].wide);
+  }
+  RESTORE_INPUTS();
+}
+
+/* The wide groups' blocks in flight per warp (decode_mma_small_blocks, 2)
+ * where the groups are few (at most units / 8) and a warp's accumulators at
+ * most 8 x 128: 8 units, B=1 Hkv=1 at D = 64 and 128 (padded 128) 2; at D
+ * = 192 / 256 the other groups' count (decode_mma_blocks 0: 1); with the
+ * key at 0, 1 at D = 64 too; Hkv=4 wide for its short keys only
+ * (decode_mma_small_short) 1; 4-warp groups (Hkv=8, not wide) keep 1. */
+static void test_small_blocks(void) {
+  static const struct { int Hkv, D, key, nblk; } cases[] = {
+      {1, 64, 2, 2}, {1, 128, 2, 2}, {1, 192, 2, 1}, {1, 256, 2, 1}, {1, 64, 0, 1}, {4, 64, 2, 1}, {8, 64, 2, 1}};
+  SAVE_INPUTS();
+  fix_inputs(8);
+  fx.ctx->tuning.decode_mma_small_wg = 256;
+  fx.ctx->tuning.decode_mma_min_keys = 1024;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    fx.ctx->tuning.decode_mma_small_blocks = cases[i].key;
+    fx.ctx->tuning.decode_mma_small_short = 1;
+    const shape s = {1, 1, 4 * cases[i].Hkv, cases[i].Hkv, cases[i].D, 1024, CLATTN_F16};
+    const planned r = plan_of(&s);
+    const bool wide = strstr(r.kernel, "wide groups") != NULL;
+    if (r.nblk != cases[i].nblk || wide != (cases[i].Hkv <= 4))
+      fprintf(stderr, "small blocks Hkv=%d D=%d key=%d: NBLK=%d (%s), want %d\n", s.Hkv, s.D, cases[i].key, r.nblk,
+              r.kernel, cases[i].nblk);
+    CU_ASSERT_EQUAL(r.nblk, cases[i].nblk);
+    CU_ASSERT_EQUAL(wide, cases[i].Hkv <= 4);
   }
   RESTORE_INPUTS();
 }
@@ -186,6 +221,7 @@ static void test_token_spans(void) {
 void add_decode_plan_tests(CU_pSuite s) {
   CU_add_test(s, "tensor-core split count fills the units once", test_split_fill);
   CU_add_test(s, "wide groups for few groups or short keys", test_wide_groups);
+  CU_add_test(s, "wide groups: 2 blocks in flight at up to 8 x 128 accumulators", test_small_blocks);
   CU_add_test(s, "8-warp groups for accumulators over 8 x 128", test_wide_rows);
   CU_add_test(s, "token rows: spans of whole rows, spans that tile a sequence", test_token_spans);
 }
