@@ -408,6 +408,53 @@ void clattn_decode_plan_options(const plan *pl, bool split, char *buf, size_t si
 
 /* ------------------------------------------------------------------ variants */
 
+/* One variant: the options of plan pl, built with split-K partials or not. */
+#define EMIT(pl, split)                                                                      \
+  do {                                                                                       \
+    clattn_decode_plan_options(&(pl), (split), opts, sizeof opts);                           \
+    fn(priv, "decode.cl", opts);                                                             \
+  } while (0)
+
+/* The tensor-core form's quantized rows: int4 and fp8 straight from global
+ * memory and through the ring, int4 token rows (padded, stream spans, whole). */
+static void quant_mma_variants(clattn_variant_fn fn, void *priv, const plan *base_plan) {
+  const plan base = *base_plan;
+  char opts[512];
+  for (int q = 1; q <= 3; q++) { /* int4, fp8, fp8 fnuz */
+    plan pl = base;
+    pl.mma = pl.emulate = true;
+    pl.pr.kv_q = q == 1 ? 1 : 2;
+    pl.pr.fnuz = q == 3;
+    pl.nblk = q == 1 ? 1 : 2;
+    pl.pr.paged = pl.pr.causal = q == 2;
+    pl.pr.page_size = pl.pr.paged ? 16 : 0;
+    pl.pr.bias = q == 3;
+    pl.RB = q == 3 ? 16 : 8;
+    EMIT(pl, q != 2);
+    pl.stages = q == 1 ? 4 : 2; /* rows through the ring (as deep as the local memory allows) */
+    pl.nblk = 1;
+    EMIT(pl, q == 2);
+  }
+  for (int g = 1; g <= 4; g *= 4) { /* int4 token rows: 4 heads of 68-byte rows, 8 of 80-byte rows */
+    plan pl = base;
+    pl.mma = pl.emulate = true;
+    pl.pr.kv_q = 1;
+    pl.pr.kv_groups = g;
+    pl.nblk = 1;
+    pl.tokens = g == 1 ? 4 : 8;
+    pl.WG = 32 * pl.tokens;
+    pl.RB = g == 1 ? 8 : 16;
+    pl.pr.paged = pl.pr.causal = g == 4;
+    pl.pr.page_size = pl.pr.paged ? 16 : 0;
+    EMIT(pl, g == 1);
+    pl.stream = true; /* spans over every sequence's blocks (split parts) */
+    EMIT(pl, 1);
+    pl.whole = true; /* one group of all heads, blocks staged as they lie */
+    pl.stream = g == 1;
+    EMIT(pl, 1);
+  }
+}
+
 void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
   static const clattn_dtype fl[] = {CLATTN_F32, CLATTN_F16, CLATTN_BF16};
   plan base;
@@ -418,11 +465,6 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
   base.RB = 4;
   base.pr.kv_groups = 1;
   char opts[512];
-#define EMIT(pl, split)                                                                      \
-  do {                                                                                       \
-    clattn_decode_plan_options(&(pl), (split), opts, sizeof opts);                                        \
-    fn(priv, "decode.cl", opts);                                                             \
-  } while (0)
   for (int i = 0; i < 3; i++)
     for (int j = 0; j < 3; j++)
       for (int al = 0; al < 2; al++) {
@@ -525,38 +567,6 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
       EMIT(pl, 1);
     }
   }
-  for (int q = 1; q <= 3; q++) { /* int4, fp8, fp8 fnuz */
-    plan pl = base;
-    pl.mma = pl.emulate = true;
-    pl.pr.kv_q = q == 1 ? 1 : 2;
-    pl.pr.fnuz = q == 3;
-    pl.nblk = q == 1 ? 1 : 2;
-    pl.pr.paged = pl.pr.causal = q == 2;
-    pl.pr.page_size = pl.pr.paged ? 16 : 0;
-    pl.pr.bias = q == 3;
-    pl.RB = q == 3 ? 16 : 8;
-    EMIT(pl, q != 2);
-    pl.stages = q == 1 ? 4 : 2; /* rows through the ring (as deep as the local memory allows) */
-    pl.nblk = 1;
-    EMIT(pl, q == 2);
-  }
-  for (int g = 1; g <= 4; g *= 4) { /* int4 token rows: 4 heads of 68-byte rows, 8 of 80-byte rows */
-    plan pl = base;
-    pl.mma = pl.emulate = true;
-    pl.pr.kv_q = 1;
-    pl.pr.kv_groups = g;
-    pl.nblk = 1;
-    pl.tokens = g == 1 ? 4 : 8;
-    pl.WG = 32 * pl.tokens;
-    pl.RB = g == 1 ? 8 : 16;
-    pl.pr.paged = pl.pr.causal = g == 4;
-    pl.pr.page_size = pl.pr.paged ? 16 : 0;
-    EMIT(pl, g == 1);
-    pl.stream = true; /* spans over every sequence's blocks (split parts) */
-    EMIT(pl, 1);
-    pl.whole = true; /* one group of all heads, blocks staged as they lie */
-    pl.stream = g == 1;
-    EMIT(pl, 1);
-  }
+  quant_mma_variants(fn, priv, &base);
 #undef EMIT
 }
