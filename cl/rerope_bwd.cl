@@ -152,6 +152,23 @@ static inline void stage_qrows(__local int *tqpos, __local float *tlse, __local 
     }                                                                                              \
   } while (0)
 
+/* The coefficients of the NI x NJ scores (s) and dP (dp) of the visited tile
+ * this work-item holds (rows ri = r + RT i of its own side, columns cj = c +
+ * CT j; QI, KJ: the query and key of (ri, cj); IN: both before the ends),
+ * then the sums over the tile's NY columns into the NI rows' accumulators. */
+#define TILE_GRADS(SUMS, NI, NJ, NY, QI, KJ, IN)                                                   \
+  do {                                                                                             \
+    for (int i = 0; i < (NI); i++) {                                                               \
+      const int ri = r + RT * i;                                                                   \
+      for (int j = 0; j < (NJ); j++) {                                                             \
+        const int cj = c + CT * j;                                                                 \
+        TILE_COEFS(SUMS, s[i * (NJ) + j], dp[i * (NJ) + j], QI, KJ, IN, ri * ((NY) + 1) + cj);     \
+      }                                                                                            \
+    }                                                                                              \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
+    TILE_SUMS(SUMS, NI, NY);                                                                       \
+  } while (0)
+
 /* Row n (head h) of a gradient pair from row i of this work-item's sums
  * a1, a2 (its rotary pairs c + CT*w): t1 = scale a1, t2 = scale a2; on the
  * fly R(pos)^T t1 + t2, with ROT2 R(pos)^T t1 + R(W)^T t2, into t1 alone. */
@@ -224,16 +241,7 @@ clattn_rerope_bwd_dkdv(RR_DKDV_PARAMS) {
       float s[TK * TQ], dp[TK * TQ];
       RR_BANDED_DOTS(dots_kq, cls, tk1, tq1, tk2, tq2, r, c, tkpos, tqpos, TK, TQ, s, A);
       dots_kq(tv, tdo, r, c, dp);
-      for (int i = 0; i < TK; i++) {
-        const int kr = r + RT * i;
-        for (int u = 0; u < TQ; u++) {
-          const int qc = c + CT * u;
-          TILE_COEFS(DKDV_SUMS, s[i * TQ + u], dp[i * TQ + u], qc, kr,
-                     n0 + kr < A.Nk && m0 + qc < A.Nq, kr * (BM + 1) + qc);
-        }
-      }
-      barrier(CLK_LOCAL_MEM_FENCE);
-      TILE_SUMS(DKDV_SUMS, TK, BM);
+      TILE_GRADS(DKDV_SUMS, TK, TQ, BM, cj, ri, n0 + ri < A.Nk && m0 + cj < A.Nq);
       m0 = rr_next_qtile(m0 + BM, klo, khi, qpos, vqp, z, A);
     }
   }
@@ -283,16 +291,7 @@ clattn_rerope_bwd_dq(RR_DQ_PARAMS) {
     float s[TM * TN], dp[TM * TN];
     RR_BANDED_DOTS(dots_qk, cls, tq1, tk1, tq2, tk2, r, c, tqpos, tkpos, TM, TN, s, A);
     dots_qk(tdo, tv, r, c, dp);
-    for (int i = 0; i < TM; i++) {
-      const int qr = r + RT * i;
-      for (int u = 0; u < TN; u++) {
-        const int kc = c + CT * u;
-        TILE_COEFS(DQ_SUMS, s[i * TN + u], dp[i * TN + u], qr, kc,
-                   m0 + qr < A.Nq && n0 + kc < A.Nk, qr * (BN + 1) + kc);
-      }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    TILE_SUMS(DQ_SUMS, TM, BN);
+    TILE_GRADS(DQ_SUMS, TM, TN, BN, ri, cj, m0 + ri < A.Nq && n0 + cj < A.Nk);
     n0 = rr_next_ktile(n0 + BN, n_end, qlo, qhi, kpos, vkp, z, A);
   }
 

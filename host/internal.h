@@ -334,6 +334,12 @@ clattn_status clattn_launch(clattn_context *ctx, cl_command_queue queue, cl_kern
                             const char *kernel_name, cl_uint dims, const size_t *global,
                             const size_t *local, cl_uint num_wait, const cl_event *wait,
                             cl_event *event);
+/* The end of every kernel call: the arguments' first failure, else the launch;
+ * the kernel (a->kernel) is released either way. */
+clattn_status clattn_args_launch(clattn_context *ctx, cl_command_queue queue, const clattn_args *a,
+                                 const char *kernel_name, cl_uint dims, const size_t *global,
+                                 const size_t *local, cl_uint num_wait, const cl_event *wait,
+                                 cl_event *event);
 
 /* Common queue checks: queue non-NULL and on ctx's context, wait list consistent. */
 clattn_status clattn_check_enqueue(const clattn_context *ctx, cl_command_queue queue,
@@ -413,7 +419,17 @@ typedef struct clattn_rr_problem {
   int rotary;
   clattn_rr_args args;
   const clattn_tensor *q_pos, *k_pos; /* rotary positions, NULL when absent */
+  const char *qname, *kname;          /* q1 and k1 as the messages name them ("q", "k" rotary) */
 } clattn_rr_problem;
+
+/* The inputs and settings of one ReRoPE call as the kernels take them: the
+ * rotary form passes its raw q (k) as both q1 and q2 (k1 and k2), the kernels
+ * reading q1 (k1). lse: the forward's maybe_lse, the backward's lse. */
+typedef struct clattn_rr_inputs {
+  const clattn_tensor *q1, *q2, *k1, *k2, *v, *o, *lse;
+  int window, causal, rotary;
+  float scale;
+} clattn_rr_inputs;
 
 typedef enum clattn_rr_kind { CLATTN_RR_FWD = 0, CLATTN_RR_BWD = 1 } clattn_rr_kind;
 
@@ -448,13 +464,15 @@ clattn_status clattn_rr_problem_init(const clattn_context *ctx, clattn_rr_proble
                                      const char *qname, const clattn_tensor *k,
                                      const char *kname, int window, float scale, int causal);
 /* The inputs of every ReRoPE operation, checked, and the problem they pose:
- * q (named qname) and k as clattn_rr_problem_init takes them, v like k, o like
- * q, and for the explicit form q2 like q and k2 like k (NULL on the fly). */
-clattn_status clattn_rr_inputs_init(const clattn_context *ctx, clattn_rr_problem *p, const clattn_tensor *q,
-                                    const char *qname, const clattn_tensor *q2,
-                                    const clattn_tensor *k, const char *kname,
-                                    const clattn_tensor *k2, const clattn_tensor *v,
-                                    const clattn_tensor *o, int window, float scale, int causal);
+ * q1 and k1 as clattn_rr_problem_init takes them (named q, k in the rotary
+ * form), v like k1, o like q1, and for the explicit form q2 like q1 and k2 like
+ * k1. lse is the caller's to check. */
+clattn_status clattn_rr_inputs_init(const clattn_context *ctx, const clattn_rr_inputs *in,
+                                    clattn_rr_problem *p);
+/* What every ReRoPE enqueue checks first: the queue and wait list, then the inputs. */
+clattn_status clattn_rr_enqueue_init(const clattn_context *ctx, cl_command_queue queue,
+                                     cl_uint num_wait, const cl_event *wait,
+                                     const clattn_rr_inputs *in, clattn_rr_problem *p);
 /* lse (named `name`) is [Z, Hq, Nq] f32 like q's first three axes. */
 clattn_status clattn_rr_check_lse(const clattn_context *ctx, const clattn_tensor *lse, const char *name,
                                   const clattn_tensor *q, const char *qname);

@@ -687,3 +687,14 @@ clattn_status clattn_launch(clattn_context *ctx, cl_command_queue queue, cl_kern
   if (err != CL_SUCCESS) return clattn_fail_cl(err, "clEnqueueNDRangeKernel", kernel_name);
   return CLATTN_SUCCESS;
 }
+
+clattn_status clattn_args_launch(clattn_context *ctx, cl_command_queue queue, const clattn_args *a,
+                                 const char *kernel_name, cl_uint dims, const size_t *global,
+                                 const size_t *local, cl_uint num_wait, const cl_event *wait,
+                                 cl_event *event) {
+  clattn_status s = clattn_args_end(a, kernel_name);
+  if (s == CLATTN_SUCCESS)
+    s = clattn_launch(ctx, queue, a->kernel, kernel_name, dims, global, local, num_wait, wait, event);
+  clReleaseKernel(a->kernel);
+  return s;
+}

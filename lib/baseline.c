@@ -116,16 +116,11 @@ static clattn_status stage(clattn_context *ctx, cl_command_queue queue, const cl
   clattn_arg_mem(&a, q_start ? q_start->buf : NULL);
   clattn_arg_long(&a, q_start ? clattn_elem_offset(q_start) : 0);
   clattn_arg_int(&a, total_q);
-  clattn_status s = clattn_args_end(&a, name);
-  if (s == CLATTN_SUCCESS) {
-    const int64_t total = (int64_t)nb * n1 * t->shape[2] * t->shape[3];
-    int64_t groups = (total + STAGE_WG - 1) / STAGE_WG;
-    if (groups > 65536) groups = 65536; /* the kernel strides over the rest */
-    size_t local = group_size(ctx, STAGE_WG), global = (size_t)groups * local;
-    s = clattn_launch(ctx, queue, k, name, 1, &global, &local, 0, NULL, NULL);
-  }
-  clReleaseKernel(k);
-  return s;
+  const int64_t total = (int64_t)nb * n1 * t->shape[2] * t->shape[3];
+  int64_t groups = (total + STAGE_WG - 1) / STAGE_WG;
+  if (groups > 65536) groups = 65536; /* the kernel strides over the rest */
+  size_t local = group_size(ctx, STAGE_WG), global = (size_t)groups * local;
+  return clattn_args_launch(ctx, queue, &a, name, 1, &global, &local, 0, NULL, NULL);
 }
 
 static clattn_status softmax(clattn_context *ctx, cl_command_queue queue,
@@ -150,14 +145,9 @@ static clattn_status softmax(clattn_context *ctx, cl_command_queue queue,
   clattn_arg_tensor(&a, &p->maybe_bias);
   for (int i = 0; i < 4; i++) clattn_arg_long(&a, pl->bias ? p->maybe_bias.stride[i] : 0);
   clattn_arg_mem(&a, lse);
-  clattn_status s = clattn_args_end(&a, name);
-  if (s == CLATTN_SUCCESS) {
-    size_t local[3] = {wg, 1, 1};
-    size_t global[3] = {wg, (size_t)pl->Hq * pl->Mp, (size_t)nb};
-    s = clattn_launch(ctx, queue, k, name, 3, global, local, 0, NULL, NULL);
-  }
-  clReleaseKernel(k);
-  return s;
+  size_t local[3] = {wg, 1, 1};
+  size_t global[3] = {wg, (size_t)pl->Hq * pl->Mp, (size_t)nb};
+  return clattn_args_launch(ctx, queue, &a, name, 3, global, local, 0, NULL, NULL);
 }
 
 /* Batch offsets of the two GEMMs for sequences [b0, b0 + nb). With one

@@ -359,15 +359,10 @@ static clattn_status launch_partial(clattn_context *ctx, cl_command_queue queue,
   clattn_arg_mem(&a, pl->merge_last ? p->maybe_lse.buf : NULL);
   clattn_arg_mem(&a, pl->merge_last ? ws->buf : NULL);
   clattn_arg(&a, sizeof args, &args);
-  clattn_status s = clattn_args_end(&a, name);
-  if (s == CLATTN_SUCCESS) {
-    size_t local[3] = {(size_t)pl->WG, 1, 1};
-    size_t global[3] = {(size_t)pl->WG * pl->S, (size_t)head_groups(pl) * pl->nrb, (size_t)pl->pr.B};
-    if (pl->stream) global[0] = (size_t)pl->WG * pl->P * head_groups(pl), global[1] = global[2] = 1;
-    s = clattn_launch(ctx, queue, k, name, 3, global, local, num_wait, wait_list, event);
-  }
-  clReleaseKernel(k);
-  return s;
+  size_t local[3] = {(size_t)pl->WG, 1, 1};
+  size_t global[3] = {(size_t)pl->WG * pl->S, (size_t)head_groups(pl) * pl->nrb, (size_t)pl->pr.B};
+  if (pl->stream) global[0] = (size_t)pl->WG * pl->P * head_groups(pl), global[1] = global[2] = 1;
+  return clattn_args_launch(ctx, queue, &a, name, 3, global, local, num_wait, wait_list, event);
 }
 
 /* The split-K reduce: the S partials in the workspace into o (and lse). */

@@ -270,14 +270,9 @@ static clattn_status launch_write(clattn_context *ctx, cl_command_queue queue,
   arg_opt_tensor(&a, j->flag);
   clattn_arg_local(&a, local * sizeof(float));
   clattn_arg_local(&a, local * sizeof(float));
-  clattn_status s = clattn_args_end(&a, name);
-  if (s == CLATTN_SUCCESS) {
-    size_t global[2] = {groups * local, (size_t)nkv};
-    size_t lsz[2] = {local, 1};
-    s = clattn_launch(ctx, queue, k, name, 2, global, lsz, num_wait, wait, event);
-  }
-  clReleaseKernel(k);
-  return s;
+  size_t global[2] = {groups * local, (size_t)nkv};
+  size_t lsz[2] = {local, 1};
+  return clattn_args_launch(ctx, queue, &a, name, 2, global, lsz, num_wait, wait, event);
 }
 
 /* ------------------------------------------------------------------ append */
@@ -380,19 +375,28 @@ clattn_status clattn_kv_append(clattn_context *ctx, cl_command_queue queue,
 
 /* ------------------------------------------------------------------ quantize */
 
+/* The [B, n, H, D] float rows quantize reads and dequantize writes: the head
+ * dim, B * n and H within 31 bits. */
+static clattn_status check_row_tensor(const clattn_context *ctx, const clattn_tensor *t,
+                                      const char *name, int64_t *B, int64_t *n, int64_t *H) {
+  CLATTN_TRY(clattn_check_tensor(ctx, t, name, 4, CLATTN_FLOAT_DTYPES));
+  CLATTN_TRY(check_head_dim(ctx, t, name, 3));
+  *B = t->shape[0], *n = t->shape[1], *H = t->shape[2];
+  if (*B >= INT32_LIMIT || *n >= INT32_LIMIT || *B * *n >= INT32_LIMIT || *H >= INT32_LIMIT)
+    return clattn_fail(CLATTN_UNSUPPORTED,
+                       "%s.shape[0] * shape[1] (%lld) or shape[2] (%lld) beyond 31 bits", name,
+                       (long long)(*B * *n), (long long)*H);
+  return CLATTN_SUCCESS;
+}
+
 clattn_status clattn_kv_quantize(clattn_context *ctx, cl_command_queue queue,
                                  const clattn_kv_quantize_params *p, cl_uint num_wait,
                                  const cl_event *wait_list, cl_event *event) {
   if (!ctx) return clattn_fail(CLATTN_INVALID_ARGUMENT, "ctx is NULL");
   if (!p) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
   CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
-  CLATTN_TRY(clattn_check_tensor(ctx, &p->src, "src", 4, CLATTN_FLOAT_DTYPES));
-  CLATTN_TRY(check_head_dim(ctx, &p->src, "src", 3));
-  const int64_t B = p->src.shape[0], n = p->src.shape[1], H = p->src.shape[2];
-  if (B >= INT32_LIMIT || n >= INT32_LIMIT || B * n >= INT32_LIMIT || H >= INT32_LIMIT)
-    return clattn_fail(CLATTN_UNSUPPORTED,
-                       "src.shape[0] * shape[1] (%lld) or shape[2] (%lld) beyond 31 bits",
-                       (long long)(B * n), (long long)H);
+  int64_t B, n, H;
+  CLATTN_TRY(check_row_tensor(ctx, &p->src, "src", &B, &n, &H));
   write_job j;
   memset(&j, 0, sizeof j);
   CLATTN_TRY(check_cache(ctx, &p->cache, "cache", &p->maybe_scale_shift, "maybe_scale_shift",
@@ -432,13 +436,8 @@ clattn_status clattn_kv_dequantize(clattn_context *ctx, cl_command_queue queue,
   if (!ctx) return clattn_fail(CLATTN_INVALID_ARGUMENT, "ctx is NULL");
   if (!p) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
   CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
-  CLATTN_TRY(clattn_check_tensor(ctx, &p->out, "out", 4, CLATTN_FLOAT_DTYPES));
-  CLATTN_TRY(check_head_dim(ctx, &p->out, "out", 3));
-  const int64_t B = p->out.shape[0], n = p->out.shape[1], H = p->out.shape[2];
-  if (B >= INT32_LIMIT || n >= INT32_LIMIT || B * n >= INT32_LIMIT || H >= INT32_LIMIT)
-    return clattn_fail(CLATTN_UNSUPPORTED,
-                       "out.shape[0] * shape[1] (%lld) or shape[2] (%lld) beyond 31 bits",
-                       (long long)(B * n), (long long)H);
+  int64_t B, n, H;
+  CLATTN_TRY(check_row_tensor(ctx, &p->out, "out", &B, &n, &H));
   cache_desc cd;
   CLATTN_TRY(check_cache(ctx, &p->cache, "cache", &p->maybe_scale_shift, "maybe_scale_shift",
                          &p->maybe_block_table, B, H, (int)p->out.shape[3], p->kv_groups, &cd));
@@ -480,11 +479,6 @@ clattn_status clattn_kv_dequantize(clattn_context *ctx, cl_command_queue queue,
   clattn_arg_long(&a, clattn_present(&p->maybe_start) ? p->maybe_start.stride[0] : 0);
   arg_table(&a, &p->maybe_block_table, &cd);
   arg_opt_tensor(&a, &p->maybe_error_flag);
-  clattn_status s = clattn_args_end(&a, name);
-  if (s == CLATTN_SUCCESS) {
-    size_t global = (lanes + wg - 1) / wg * wg;
-    s = clattn_launch(ctx, queue, k, name, 1, &global, &wg, num_wait, wait_list, event);
-  }
-  clReleaseKernel(k);
-  return s;
+  size_t global = (lanes + wg - 1) / wg * wg;
+  return clattn_args_launch(ctx, queue, &a, name, 1, &global, &wg, num_wait, wait_list, event);
 }

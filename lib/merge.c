@@ -142,17 +142,12 @@ static clattn_status launch_forward(clattn_context *ctx, cl_command_queue queue,
   clattn_arg_mem(&a, L->q_start);
   clattn_arg_long(&a, L->qs_off);
   clattn_arg_int(&a, L->total_q);
-  clattn_status s = clattn_args_end(&a, name);
-  if (s == CLATTN_SUCCESS) {
-    size_t lanes, rows;
-    work_shape(ctx, L->D, L->vec, &lanes, &rows);
-    const size_t mh = (size_t)L->M * (size_t)L->H;
-    size_t local[3] = {lanes, rows, 1};
-    size_t global[3] = {lanes, (mh + rows - 1) / rows * rows, (size_t)L->B};
-    s = clattn_launch(ctx, queue, k, name, 3, global, local, num_wait, wait, event);
-  }
-  clReleaseKernel(k);
-  return s;
+  size_t lanes, rows;
+  work_shape(ctx, L->D, L->vec, &lanes, &rows);
+  const size_t mh = (size_t)L->M * (size_t)L->H;
+  size_t local[3] = {lanes, rows, 1};
+  size_t global[3] = {lanes, (mh + rows - 1) / rows * rows, (size_t)L->B};
+  return clattn_args_launch(ctx, queue, &a, name, 3, global, local, num_wait, wait, event);
 }
 
 /* ------------------------------------------------------------------ split-K reduce (internal) */
@@ -544,15 +539,11 @@ clattn_status clattn_merge_backward(clattn_context *ctx, cl_command_queue queue,
     arg_view_o(&a, &dv);
     arg_view_lse(&a, &dv);
     clattn_arg_local(&a, lanes * rows * (size_t)nargs * 4);
-    s = clattn_args_end(&a, name);
-    if (s == CLATTN_SUCCESS) {
-      const size_t mh = (size_t)M * (size_t)H;
-      size_t local[3] = {lanes, rows, 1};
-      size_t global[3] = {lanes, (mh + rows - 1) / rows * rows, (size_t)B};
-      s = clattn_launch(ctx, queue, k, name, 3, global, local, num_wait, wait_list,
-                        (launches == 1) ? event : &done[c]);
-    }
-    clReleaseKernel(k);
+    const size_t mh = (size_t)M * (size_t)H;
+    size_t local[3] = {lanes, rows, 1};
+    size_t global[3] = {lanes, (mh + rows - 1) / rows * rows, (size_t)B};
+    s = clattn_args_launch(ctx, queue, &a, name, 3, global, local, num_wait, wait_list,
+                           (launches == 1) ? event : &done[c]);
   }
   /* the launches are independent: the caller's event covers them all */
   if (s == CLATTN_SUCCESS && launches > 1 && event) {

@@ -105,16 +105,25 @@ static clattn_status check_pos(const clattn_context *ctx, const clattn_tensor *t
   return clattn_check_dim(t, name, nd - 1, n, n_what);
 }
 
-clattn_status clattn_rr_inputs_init(const clattn_context *ctx, clattn_rr_problem *p, const clattn_tensor *q,
-                                    const char *qname, const clattn_tensor *q2,
-                                    const clattn_tensor *k, const char *kname,
-                                    const clattn_tensor *k2, const clattn_tensor *v,
-                                    const clattn_tensor *o, int window, float scale, int causal) {
-  CLATTN_TRY(clattn_rr_problem_init(ctx, p, q, qname, k, kname, window, scale, causal));
-  if (q2) CLATTN_TRY(clattn_rr_check_like(ctx, q2, "q2", q, qname, 0xfu));
-  if (k2) CLATTN_TRY(clattn_rr_check_like(ctx, k2, "k2", k, kname, 0xfu));
-  CLATTN_TRY(clattn_rr_check_like(ctx, v, "v", k, kname, 0xfu));
-  return clattn_rr_check_like(ctx, o, "o", q, qname, 0xfu);
+clattn_status clattn_rr_inputs_init(const clattn_context *ctx, const clattn_rr_inputs *in,
+                                    clattn_rr_problem *p) {
+  const char *qn = in->rotary ? "q" : "q1", *kn = in->rotary ? "k" : "k1";
+  CLATTN_TRY(clattn_rr_problem_init(ctx, p, in->q1, qn, in->k1, kn, in->window, in->scale,
+                                    in->causal));
+  p->qname = qn, p->kname = kn;
+  if (!in->rotary) {
+    CLATTN_TRY(clattn_rr_check_like(ctx, in->q2, "q2", in->q1, qn, 0xfu));
+    CLATTN_TRY(clattn_rr_check_like(ctx, in->k2, "k2", in->k1, kn, 0xfu));
+  }
+  CLATTN_TRY(clattn_rr_check_like(ctx, in->v, "v", in->k1, kn, 0xfu));
+  return clattn_rr_check_like(ctx, in->o, "o", in->q1, qn, 0xfu);
+}
+
+clattn_status clattn_rr_enqueue_init(const clattn_context *ctx, cl_command_queue queue,
+                                     cl_uint num_wait, const cl_event *wait,
+                                     const clattn_rr_inputs *in, clattn_rr_problem *p) {
+  CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait));
+  return clattn_rr_inputs_init(ctx, in, p);
 }
 
 clattn_status clattn_rr_check_lse(const clattn_context *ctx, const clattn_tensor *lse, const char *name,
@@ -315,15 +324,9 @@ void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *pl, cha
 
 /* ---------------------------------------------------------------- forward */
 
-/* The tensors of one forward call as the kernel takes them: the rotary form
- * passes its raw q (k) as both q1 and q2 (k1 and k2), the kernel reading q1 (k1). */
-typedef struct fwd_tensors {
-  const clattn_tensor *q1, *q2, *k1, *k2, *v, *o, *lse;
-} fwd_tensors;
-
 static clattn_status launch_fwd(clattn_context *ctx, cl_command_queue queue,
-                                const clattn_rr_problem *p, const fwd_tensors *t, cl_uint num_wait,
-                                const cl_event *wait, cl_event *event) {
+                                const clattn_rr_problem *p, const clattn_rr_inputs *t,
+                                cl_uint num_wait, const cl_event *wait, cl_event *event) {
   const clattn_tensor *views[] = {t->q1, t->q2, t->k1, t->k2, t->v};
   clattn_rr_plan pl;
   CLATTN_TRY(clattn_rr_plan_make(ctx, p, CLATTN_RR_FWD, views, 5, &pl));
@@ -336,37 +339,33 @@ static clattn_status launch_fwd(clattn_context *ctx, cl_command_queue queue,
   clattn_args a = clattn_args_begin(k);
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clattn_rr_arg(&a, ts[i]);
   clattn_arg(&a, sizeof p->args, &p->args);
-  clattn_status s = clattn_args_end(&a, name);
-  if (s == CLATTN_SUCCESS) {
-    const size_t blocks = ((size_t)p->Nq + pl.q_rows - 1) / pl.q_rows;
-    size_t local[3] = {(size_t)pl.wg, 1, 1};
-    size_t global[3] = {blocks * pl.wg, (size_t)p->Hq, (size_t)p->Z};
-    s = clattn_launch(ctx, queue, k, name, 3, global, local, num_wait, wait, event);
-  }
-  clReleaseKernel(k);
-  return s;
+  const size_t blocks = ((size_t)p->Nq + pl.q_rows - 1) / pl.q_rows;
+  size_t local[3] = {(size_t)pl.wg, 1, 1};
+  size_t global[3] = {blocks * pl.wg, (size_t)p->Hq, (size_t)p->Z};
+  return clattn_args_launch(ctx, queue, &a, name, 3, global, local, num_wait, wait, event);
 }
 
 /* Both forward forms: the checks, then the launch. rot: the rotary form's
- * settings (its q, k named so, no q2, k2 to check), NULL for the explicit form. */
-static clattn_status run_fwd(clattn_context *ctx, cl_command_queue queue, const fwd_tensors *t,
-                             int window, float scale, int causal,
+ * settings, NULL for the explicit form. */
+static clattn_status run_fwd(clattn_context *ctx, cl_command_queue queue, const clattn_rr_inputs *t,
                              const clattn_rerope_rotary_params *rot, cl_uint num_wait,
                              const cl_event *wait, cl_event *event) {
-  CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait));
-  const char *qn = rot ? "q" : "q1", *kn = rot ? "k" : "k1";
-  const clattn_tensor *q2 = rot ? NULL : t->q2, *k2 = rot ? NULL : t->k2;
   clattn_rr_problem pr;
-  CLATTN_TRY(clattn_rr_inputs_init(ctx, &pr, t->q1, qn, q2, t->k1, kn, k2, t->v, t->o, window,
-                                   scale, causal));
-  if (clattn_present(t->lse)) CLATTN_TRY(clattn_rr_check_lse(ctx, t->lse, "maybe_lse", t->q1, qn));
+  CLATTN_TRY(clattn_rr_enqueue_init(ctx, queue, num_wait, wait, t, &pr));
+  if (clattn_present(t->lse))
+    CLATTN_TRY(clattn_rr_check_lse(ctx, t->lse, "maybe_lse", t->q1, pr.qname));
   if (rot)
     CLATTN_TRY(clattn_rr_rotary_init(ctx, &pr, &rot->maybe_q_pos, &rot->maybe_k_pos,
                                      rot->rope_theta, rot->rope_layout));
   /* o and lse share no element with each other or the inputs */
   const clattn_named outs[] = {{t->o, "o"}, {t->lse, "maybe_lse"}};
-  const clattn_named ins[] = {{t->q1, qn}, {q2, "q2"}, {t->k1, kn}, {k2, "k2"}, {t->v, "v"},
-                              {pr.q_pos, "maybe_q_pos"}, {pr.k_pos, "maybe_k_pos"}};
+  const clattn_named ins[] = {{t->q1, pr.qname},
+                              {rot ? NULL : t->q2, "q2"},
+                              {t->k1, pr.kname},
+                              {rot ? NULL : t->k2, "k2"},
+                              {t->v, "v"},
+                              {pr.q_pos, "maybe_q_pos"},
+                              {pr.k_pos, "maybe_k_pos"}};
   CLATTN_TRY(clattn_check_aliasing(outs, 2, ins, 7));
   return launch_fwd(ctx, queue, &pr, t, num_wait, wait, event);
 }
@@ -376,8 +375,9 @@ clattn_status clattn_rerope_fwd(clattn_context *ctx, cl_command_queue queue,
                                 const cl_event *wait_list, cl_event *event) {
   if (!params) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
   const clattn_rerope_params *p = params;
-  const fwd_tensors t = {&p->q1, &p->q2, &p->k1, &p->k2, &p->v, &p->o, &p->maybe_lse};
-  return run_fwd(ctx, queue, &t, p->window, p->scale, p->causal, NULL, num_wait, wait_list, event);
+  const clattn_rr_inputs t = {&p->q1, &p->q2, &p->k1, &p->k2, &p->v, &p->o, &p->maybe_lse,
+                              p->window, p->causal, 0, p->scale};
+  return run_fwd(ctx, queue, &t, NULL, num_wait, wait_list, event);
 }
 
 const char *clattn_rerope_kernels(clattn_context *ctx, const clattn_rerope_params *params, int backward) {
@@ -387,11 +387,12 @@ const char *clattn_rerope_kernels(clattn_context *ctx, const clattn_rerope_param
     return NULL;
   }
   const clattn_rerope_params *p = params;
+  const clattn_rr_inputs in = {&p->q1, &p->q2, &p->k1, &p->k2, &p->v, &p->o, NULL,
+                               p->window, p->causal, 0, p->scale};
   clattn_rr_problem pr;
   clattn_rr_plan pl;
   const clattn_tensor *views[] = {&p->q1, &p->q2, &p->k1, &p->k2, &p->v, &p->o};
-  if (clattn_rr_inputs_init(ctx, &pr, &p->q1, "q1", &p->q2, &p->k1, "k1", &p->k2, &p->v, &p->o,
-                            p->window, p->scale, p->causal) != CLATTN_SUCCESS ||
+  if (clattn_rr_inputs_init(ctx, &in, &pr) != CLATTN_SUCCESS ||
       clattn_rr_plan_make(ctx, &pr, backward ? CLATTN_RR_BWD : CLATTN_RR_FWD, views, backward ? 6 : 5,
                           &pl) != CLATTN_SUCCESS)
     return NULL;
@@ -403,8 +404,9 @@ clattn_status clattn_rerope_rotary_fwd(clattn_context *ctx, cl_command_queue que
                                        const cl_event *wait_list, cl_event *event) {
   if (!params) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
   const clattn_rerope_rotary_params *p = params;
-  const fwd_tensors t = {&p->q, &p->q, &p->k, &p->k, &p->v, &p->o, &p->maybe_lse};
-  return run_fwd(ctx, queue, &t, p->window, p->scale, p->causal, p, num_wait, wait_list, event);
+  const clattn_rr_inputs t = {&p->q, &p->q, &p->k, &p->k, &p->v, &p->o, &p->maybe_lse,
+                              p->window, p->causal, 1, p->scale};
+  return run_fwd(ctx, queue, &t, p, num_wait, wait_list, event);
 }
 
 /* ---------------------------------------------------------------- variants */

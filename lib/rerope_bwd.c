@@ -16,19 +16,20 @@ size_t clattn_rerope_bwd_workspace_size(int64_t Z, int64_t Hq, int64_t Nq) {
   return n;
 }
 
-/* The tensors of one backward call; the rotary variant passes q, k as q1/q2, k1/k2. */
+/* The tensors of one backward call: the forward's inputs (in.lse required), the
+ * gradients; the rotary variant passes dq, dk as dq1/dq2, dk1/dk2. */
 typedef struct bwd_tensors {
-  const clattn_tensor *q1, *q2, *k1, *k2, *v, *o, *lse, *dout;
-  const clattn_tensor *dq1, *dq2, *dk1, *dk2, *dv, *ws;
+  clattn_rr_inputs in;
+  const clattn_tensor *dout, *dq1, *dq2, *dk1, *dk2, *dv, *ws;
 } bwd_tensors;
 
 /* Outputs (the gradients, a caller's workspace) share no element with each
  * other or the inputs. */
 static clattn_status check_bwd_aliasing(const clattn_named *outs, int nout, const bwd_tensors *t,
                                         const clattn_rr_problem *p) {
-  const clattn_named ins[] = {{t->q1, "q1"},    {t->q2, "q2"},   {t->k1, "k1"},
-                              {t->k2, "k2"},    {t->v, "v"},     {t->o, "o"},
-                              {t->lse, "lse"},  {t->dout, "dout"}, {p->q_pos, "maybe_q_pos"},
+  const clattn_named ins[] = {{t->in.q1, "q1"},    {t->in.q2, "q2"},   {t->in.k1, "k1"},
+                              {t->in.k2, "k2"},    {t->in.v, "v"},     {t->in.o, "o"},
+                              {t->in.lse, "lse"},  {t->dout, "dout"}, {p->q_pos, "maybe_q_pos"},
                               {p->k_pos, "maybe_k_pos"}};
   return clattn_check_aliasing(outs, nout, ins, 10);
 }
@@ -53,17 +54,13 @@ static clattn_status enqueue(clattn_context *ctx, cl_command_queue queue, const 
     }
   }
   clattn_arg(&a, sizeof p->args, &p->args);
-  clattn_status s = clattn_args_end(&a, name);
-  if (s == CLATTN_SUCCESS)
-    s = clattn_launch(ctx, queue, k, name, 3, global, local, num_wait, wait, event);
-  clReleaseKernel(k);
-  return s;
+  return clattn_args_launch(ctx, queue, &a, name, 3, global, local, num_wait, wait, event);
 }
 
 static clattn_status run_bwd(clattn_context *ctx, cl_command_queue queue,
                              const clattn_rr_problem *p, const bwd_tensors *t, cl_uint num_wait,
                              const cl_event *wait, cl_event *event) {
-  const clattn_tensor *views[] = {t->q1, t->q2, t->k1, t->k2, t->v, t->dout};
+  const clattn_tensor *views[] = {t->in.q1, t->in.q2, t->in.k1, t->in.k2, t->in.v, t->dout};
   clattn_rr_plan pl;
   CLATTN_TRY(clattn_rr_plan_make(ctx, p, CLATTN_RR_BWD, views, 6, &pl));
   char opts[256];
@@ -83,14 +80,14 @@ static clattn_status run_bwd(clattn_context *ctx, cl_command_queue queue,
   cl_event ev_pre = NULL, ev_dkdv = NULL;
   clattn_status s;
   {
-    const clattn_tensor *ts[] = {t->o, t->dout, &delta_slot};
+    const clattn_tensor *ts[] = {t->in.o, t->dout, &delta_slot};
     size_t local[3] = {64, 1, 1};
     size_t global[3] = {((size_t)p->Nq + 63) / 64 * 64, (size_t)p->Hq, (size_t)p->Z};
     s = enqueue(ctx, queue, "rerope_bwd.cl", opts, "clattn_rerope_bwd_pre", ts, 3, &dv, ws, p,
                 global, local, num_wait, wait, &ev_pre);
   }
   if (s == CLATTN_SUCCESS) {
-    const clattn_tensor *ts[] = {t->q1,       t->q2,  t->k1,  t->k2, t->v,     t->dout, t->lse,
+    const clattn_tensor *ts[] = {t->in.q1,       t->in.q2,  t->in.k1,  t->in.k2, t->in.v,     t->dout, t->in.lse,
                                  &delta_slot, t->dk1, t->dk2, t->dv, p->q_pos, p->k_pos};
     size_t local[3] = {(size_t)pl.wg, 1, 1};
     size_t global[3] = {((size_t)p->Nk + pl.k_rows - 1) / pl.k_rows * pl.wg, (size_t)p->Hkv,
@@ -99,8 +96,8 @@ static clattn_status run_bwd(clattn_context *ctx, cl_command_queue queue,
                 global, local, 1, &ev_pre, &ev_dkdv);
   }
   if (s == CLATTN_SUCCESS) {
-    const clattn_tensor *ts[] = {t->q1,  t->q2,       t->k1,  t->k2,  t->v,     t->dout,
-                                 t->lse, &delta_slot, t->dq1, t->dq2, p->q_pos, p->k_pos};
+    const clattn_tensor *ts[] = {t->in.q1,  t->in.q2,       t->in.k1,  t->in.k2,  t->in.v,     t->dout,
+                                 t->in.lse, &delta_slot, t->dq1, t->dq2, p->q_pos, p->k_pos};
     size_t local[3] = {(size_t)pl.wg, 1, 1};
     size_t global[3] = {((size_t)p->Nq + pl.q_rows - 1) / pl.q_rows * pl.wg, (size_t)p->Hq,
                         (size_t)p->Z * slices};
@@ -119,16 +116,13 @@ static clattn_status run_bwd(clattn_context *ctx, cl_command_queue queue,
  * settings (its q, k, dq, dk named so, no q2, k2, dq2, dk2 of their own),
  * NULL for the explicit form. */
 static clattn_status bwd_checked(clattn_context *ctx, cl_command_queue queue, const bwd_tensors *t,
-                                 int window, float scale, int causal,
                                  const clattn_rerope_rotary_bwd_params *rot, cl_uint num_wait,
                                  const cl_event *wait, cl_event *event) {
-  CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait));
-  const char *qn = rot ? "q" : "q1", *kn = rot ? "k" : "k1";
   clattn_rr_problem pr;
-  CLATTN_TRY(clattn_rr_inputs_init(ctx, &pr, t->q1, qn, rot ? NULL : t->q2, t->k1, kn,
-                                   rot ? NULL : t->k2, t->v, t->o, window, scale, causal));
-  CLATTN_TRY(clattn_rr_check_lse(ctx, t->lse, "lse", t->q1, qn));
-  CLATTN_TRY(clattn_rr_check_like(ctx, t->dout, "dout", t->q1, qn, 0xfu));
+  CLATTN_TRY(clattn_rr_enqueue_init(ctx, queue, num_wait, wait, &t->in, &pr));
+  const char *qn = pr.qname, *kn = pr.kname;
+  CLATTN_TRY(clattn_rr_check_lse(ctx, t->in.lse, "lse", t->in.q1, qn));
+  CLATTN_TRY(clattn_rr_check_like(ctx, t->dout, "dout", t->in.q1, qn, 0xfu));
   /* the gradients, shaped like q (the first two) or k; the outputs, in this order */
   const clattn_named grads[] = {{t->dq1, rot ? "dq" : "dq1"}, {rot ? NULL : t->dq2, "dq2"},
                                 {t->dk1, rot ? "dk" : "dk1"}, {rot ? NULL : t->dk2, "dk2"},
@@ -137,7 +131,7 @@ static clattn_status bwd_checked(clattn_context *ctx, cl_command_queue queue, co
   int nout = 0;
   for (int i = 0; i < 5; i++) {
     if (!grads[i].t) continue;
-    CLATTN_TRY(clattn_rr_check_like(ctx, grads[i].t, grads[i].name, i < 2 ? t->q1 : t->k1,
+    CLATTN_TRY(clattn_rr_check_like(ctx, grads[i].t, grads[i].name, i < 2 ? t->in.q1 : t->in.k1,
                                     i < 2 ? qn : kn, 0xfu));
     outs[nout++] = grads[i];
   }
@@ -156,10 +150,10 @@ clattn_status clattn_rerope_bwd(clattn_context *ctx, cl_command_queue queue,
                                 const cl_event *wait_list, cl_event *event) {
   if (!params) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
   const clattn_rerope_bwd_params *p = params;
-  const bwd_tensors t = {&p->q1,   &p->q2,  &p->k1,  &p->k2,  &p->v,   &p->o,  &p->lse,
+  const bwd_tensors t = {{&p->q1, &p->q2, &p->k1, &p->k2, &p->v, &p->o, &p->lse, p->window,
+                          p->causal, 0, p->scale},
                          &p->dout, &p->dq1, &p->dq2, &p->dk1, &p->dk2, &p->dv, &p->maybe_workspace};
-  return bwd_checked(ctx, queue, &t, p->window, p->scale, p->causal, NULL, num_wait, wait_list,
-                     event);
+  return bwd_checked(ctx, queue, &t, NULL, num_wait, wait_list, event);
 }
 
 clattn_status clattn_rerope_rotary_bwd(clattn_context *ctx, cl_command_queue queue,
@@ -169,8 +163,8 @@ clattn_status clattn_rerope_rotary_bwd(clattn_context *ctx, cl_command_queue que
   if (!params) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
   const clattn_rerope_rotary_bwd_params *p = params;
   /* raw q, k travel as q1/q2 and k1/k2; dq, dk come back through dq1 / dk1 */
-  const bwd_tensors t = {&p->q,    &p->q,  &p->k,  &p->k,  &p->v,  &p->o,  &p->lse,
+  const bwd_tensors t = {{&p->q, &p->q, &p->k, &p->k, &p->v, &p->o, &p->lse, p->window,
+                          p->causal, 1, p->scale},
                          &p->dout, &p->dq, &p->dq, &p->dk, &p->dk, &p->dv, &p->maybe_workspace};
-  return bwd_checked(ctx, queue, &t, p->window, p->scale, p->causal, p, num_wait, wait_list,
-                     event);
+  return bwd_checked(ctx, queue, &t, p, num_wait, wait_list, event);
 }
