@@ -61,6 +61,9 @@
 #ifndef VU
 #define VU 4 /* value rows in flight per work-item */
 #endif
+#ifndef VUQ
+#define VUQ 8 /* the same for int4 / fp8 rows, kept as raw words (decode_quant_value_rows) */
+#endif
 #ifndef LANE_KEYS
 #define LANE_KEYS 0 /* 1: scores with NC lanes per key (NC a power of two); 0: a work-item per key */
 #endif
@@ -122,14 +125,22 @@
 #define KV_SS(p, row, c, rss) ((float2)(1.0f, 0.0f))
 #define KV_LOAD8(p, row, c, rss) KV_RAW8(p, row, c)
 #else
+/* KV_WORD: the words of chunk c as loaded, KV_WORD8 their 8 values */
 #define KV_ELT uint
 #if KV_Q == 1
-#define KV_RAW8(p, row, c) int4_codes8((p)[(row) + KV_GROUPS + (c)])
+#define KV_WORD_T uint
+#define KV_WORD_ZERO 0u
+#define KV_WORD(p, row, c) ((p)[(row) + KV_GROUPS + (c)])
+#define KV_WORD8(w) int4_codes8(w)
 #define KV_SS(p, row, c, rss) scale_shift_unpack((p)[(row) + (c) / (NC / KV_GROUPS)])
 #else
-#define KV_RAW8(p, row, c) fp8_values8(vload2(0, (p) + (row) + 2 * (c)))
+#define KV_WORD_T uint2
+#define KV_WORD_ZERO ((uint2)(0u))
+#define KV_WORD(p, row, c) vload2(0, (p) + (row) + 2 * (c))
+#define KV_WORD8(w) fp8_values8(w)
 #define KV_SS(p, row, c, rss) (rss)
 #endif
+#define KV_RAW8(p, row, c) KV_WORD8(KV_WORD(p, row, c))
 static inline float8 affine8(float8 x, float2 ss) { return fma(x, (float8)(ss.x), (float8)(ss.y)); }
 #define KV_LOAD8(p, row, c, rss) affine8(KV_RAW8(p, row, c), KV_SS(p, row, c, rss))
 #endif
@@ -671,25 +682,82 @@ CLATTN_INLINE void port_softmax(__local float (*s_l)[RB][WG], __local int (*tmax
   if (tid < RB) tmax_l[par ^ 1][tid] = ord_of(-INFINITY);
 }
 
+/* The V row of key t0 + jj of the tile (paged: found by the score pass). */
+#if PAGED
+#define V_ROW(jj) vrow_l[par][jj]
+#else
+#define V_ROW(jj) kv_row(&at->vl, &at->pg, at->b, t0 + (jj), at->hk)
+#endif
+
+#if KV_Q
+/* 3. values of quantized rows: keys ks, ks + NS, ... of the tile at t0,
+ * columns 8c .. 8c + 7. A row is a word or two of codes and a scale-shift
+ * word, so VUQ rows stay in flight as raw words (two or three registers
+ * each, converted where used) where float rows keep VU converted rows: the
+ * loads of a tile's value pass are a few long round trips, not many short
+ * ones. Every key before the tile's end is read (rows outside the cache
+ * never are); one no query gives weight is left out when used. */
+#if KV_Q == 1
+#define V_SS_WORD(row, jj) v[(row) + c / (NC / KV_GROUPS)]
+#else
+#define V_SS_WORD(row, jj) v_ss[kv_row(&at->vssl, &at->pg, at->b, t0 + (jj), at->hk)]
+#endif
+CLATTN_INLINE void port_values(__local const float (*s_l)[RB][WG], __local const long (*vrow_l)[WG],
+                               int par, float l_run[RB], float8 acc[RB], float sh[RB],
+                               __global const KV_ELT *v, __global const uint *v_ss, int t0,
+                               const port_at *at) {
+  const int ks = at->ks, c = at->c;
+  (void)vrow_l, (void)v_ss;
+  if (ks >= NS) return;
+  for (int jj0 = ks; jj0 < WG && t0 + jj0 < at->hi; jj0 += NS * VUQ) {
+    KV_WORD_T w[VUQ];
+    uint ssw[VUQ];
+#pragma unroll
+    for (int u = 0; u < VUQ; u++) {
+      const int jj = jj0 + u * NS;
+      const long row = (jj < WG && t0 + jj < at->hi) ? V_ROW(jj) : -1;
+      w[u] = KV_WORD_ZERO;
+      ssw[u] = 0u; /* scale and shift 0: no weight from a row outside the cache */
+      if (row >= 0) {
+        w[u] = KV_WORD(v, row, c);
+        ssw[u] = V_SS_WORD(row, jj);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < VUQ; u++) {
+      const int jj = jj0 + u * NS;
+      if (jj >= WG || t0 + jj >= at->hi) break;
+      float p[RB], any = 0.0f;
+      for (int r = 0; r < RB; r++) {
+        p[r] = s_l[par][r][jj];
+        any += p[r];
+      }
+      if (any == 0.0f) continue; /* no weight: a non-finite row stays out, as unread */
+      const float8 vv = KV_WORD8(w[u]);
+      const float2 vs = scale_shift_unpack(ssw[u]);
+      for (int r = 0; r < RB; r++) {
+        acc[r] += (p[r] * vs.x) * vv;
+        sh[r] += p[r] * vs.y;
+        l_run[r] += p[r];
+      }
+    }
+  }
+}
+#undef V_SS_WORD
+#else
 /* 3. values: keys ks, ks + NS, ... of the tile at t0, columns 8c .. 8c + 7,
  * VU rows loaded before any is used so their latencies overlap. A row is
  * read only when some query gives it weight (masked keys and rows outside
- * the cache are never touched). */
+ * the cache are never touched). Float rows (quantized rows: above). */
 CLATTN_INLINE void port_values(__local const float (*s_l)[RB][WG], __local const long (*vrow_l)[WG],
                                int par, float l_run[RB], float8 acc[RB], float sh[RB],
                                __global const KV_ELT *v, __global const uint *v_ss, int t0,
                                const port_at *at) {
   const int ks = at->ks, c = at->c;
   (void)sh, (void)vrow_l, (void)v_ss;
-#if PAGED
-#define V_ROW(jj) vrow_l[par][jj]
-#else
-#define V_ROW(jj) kv_row(&at->vl, &at->pg, at->b, t0 + (jj), at->hk)
-#endif
   if (ks >= NS) return;
   for (int jj0 = ks; jj0 < WG && t0 + jj0 < at->hi; jj0 += NS * VU) {
     float8 vv[VU];
-    float2 vs[VU];
     float p[VU][RB];
 #pragma unroll
     for (int u = 0; u < VU; u++) {
@@ -702,31 +770,18 @@ CLATTN_INLINE void port_values(__local const float (*s_l)[RB][WG], __local const
       }
       const long row = (any != 0.0f) ? V_ROW(jj) : -1;
       vv[u] = (float8)(0.0f);
-      vs[u] = (float2)(0.0f);
-      if (row >= 0) {
-#if KV_Q == 2
-        const float2 vss = scale_shift_unpack(v_ss[kv_row(&at->vssl, &at->pg, at->b, t0 + jj, at->hk)]);
-#else
-        const float2 vss = (float2)(0.0f);
-#endif
-        vv[u] = KV_RAW8(v, row, c);
-        vs[u] = KV_SS(v, row, c, vss);
-      }
+      if (row >= 0) vv[u] = KV_RAW8(v, row, c);
     }
 #pragma unroll
     for (int u = 0; u < VU; u++)
       for (int r = 0; r < RB; r++) {
-#if KV_Q
-        acc[r] += (p[u][r] * vs[u].x) * vv[u];
-        sh[r] += p[u][r] * vs[u].y;
-#else
         acc[r] += p[u][r] * vv[u];
-#endif
         l_run[r] += p[u][r];
       }
   }
-#undef V_ROW
 }
+#endif
+#undef V_ROW
 
 /* Combines the key subsets into acc_l (rows of D) and l_l: they share the
  * running max, so their sums simply add; the max into m_l. The whole group

@@ -274,6 +274,7 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
   const size_t other_bytes = (size_t)pl->RB * (pl->pr.D + 2 * pl->WG + 3 + pl->pr.kv_groups) * 4;
   const bool want = pl->pr.kv_q ? t->decode_kstage_quant : (t->decode_kstage && pl->aligned);
   pl->kstage = want && !pl->lane_keys && kstage_bytes + other_bytes <= ctx->profile.local_mem_bytes;
+  pl->vuq = t->decode_quant_value_rows ? t->decode_quant_value_rows : 8;
 
   /* The tensor-core form where it applies (D a multiple of 8, fp8 16, padded
    * to 64 in registers; f16/bf16 q with 16-byte aligned K/V rows of its
@@ -391,6 +392,8 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
 void clattn_decode_plan_options(const plan *pl, bool split, char *buf, size_t size) {
   char page[64] = ""; /* a paged kernel is built for its page size (no runtime division) */
   if (pl->pr.paged) snprintf(page, sizeof page, " -DKV_PAGE_SIZE=%d", pl->pr.page_size);
+  if (pl->pr.kv_q && !pl->mma && !pl->serial)
+    snprintf(page + strlen(page), sizeof page - strlen(page), " -DVUQ=%d", pl->vuq);
   if (pl->serial) /* built for its KV head count */
     snprintf(page + strlen(page), sizeof page - strlen(page), " -DSERIAL=1 -DHKV=%d", pl->pr.Hkv);
   snprintf(buf, size,
@@ -463,6 +466,7 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
   base.pr.D = 128;
   base.WG = 128;
   base.RB = 4;
+  base.vuq = 8;
   base.pr.kv_groups = 1;
   char opts[512];
   for (int i = 0; i < 3; i++)

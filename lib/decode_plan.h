@@ -14,6 +14,7 @@ typedef struct plan {
   int rows, RB, nrb; /* query rows per KV head, rows per group, row blocks */
   int WG, S, chunk;
   bool aligned, lane_keys, kstage;
+  int vuq; /* portable form, quantized V: rows in flight per work-item (-DVUQ) */
   bool mma, emulate; /* the tensor-core form (cl/decode_mma.clh); its PTX emulated (tests) */
   int nblk;          /* its 16-key blocks per warp in flight */
   int stages;        /* its ring of blocks per warp for quantized rows (0: none) */

@@ -33,6 +33,9 @@ typedef struct qcase {
 static bool check_rule;
 /* run_qcase forces the serial form (cl/decode_serial.clh; test_serial sets it) */
 static bool serial_form;
+/* the portable form's V rows in flight as raw words (0: the row's;
+ * test_value_rows sets it) */
+static int value_rows;
 
 static void run_qcase(const qcase *c) {
   const int B = 3, Hq = 8, Hkv = c->hkv ? c->hkv : 2, D = c->D ? c->D : 64, N = 100, Mq = c->Mq;
@@ -155,6 +158,7 @@ static void run_qcase(const qcase *c) {
   }
   fx.ctx->tuning.decode_lane_keys = c->lane_keys;
   fx.ctx->tuning.decode_kstage_quant = c->kstage;
+  fx.ctx->tuning.decode_quant_value_rows = value_rows;
   fx.ctx->tuning.decode_mma_int4_stages = fx.ctx->tuning.decode_mma_fp8_stages = c->stages;
   fx.ctx->tuning.decode_mma_int4_heads = c->heads;
   fx.ctx->tuning.decode_mma_int4_whole = c->whole != 0;
@@ -164,6 +168,13 @@ static void run_qcase(const qcase *c) {
   if (serial_form) {
     const char *k = clattn_decode_kernels(fx.ctx, &p);
     CU_ASSERT(k && strstr(k, "serial"));
+  }
+  if (value_rows) { /* the count reaches the portable kernel's build */
+    char opts[1024], want[32];
+    CHECK_OK(clattn_decode_build_options(fx.ctx, &p, opts, sizeof opts));
+    snprintf(want, sizeof want, "-DVUQ=%d", value_rows);
+    const char *at = strstr(opts, want);
+    CU_ASSERT(at && (at[strlen(want)] == ' ' || at[strlen(want)] == '\0'));
   }
   if (c->parts) {
     int parts = 0;
@@ -289,6 +300,23 @@ static void test_kstage(void) {
   c.kvdt = CLATTN_FP8_FNUZ;
   c.page_size = 0;
   run_qcase(&c);
+}
+
+/* The portable value pass with 1, 3 (rounds that end mid-way through a
+ * tile's keys) and 32 rows in flight: int4 of 1 and 4 groups, paged and
+ * causal with Mq = 3, fp8 with bias; every case has a sequence of length 0. */
+static void test_value_rows(void) {
+  const int rows[] = {1, 3, 32};
+  for (int i = 0; i < 3; i++) {
+    value_rows = rows[i];
+    qcase c = {CLATTN_INT4, 1, 0, 1, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    run_qcase(&c);
+    c.groups = 4, c.page_size = 16, c.Mq = 3, c.causal = 1;
+    run_qcase(&c);
+    qcase f = {CLATTN_FP8, 1, 16, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    run_qcase(&f);
+  }
+  value_rows = 0;
 }
 
 /* The tensor-core form on int4 (one group) and fp8 rows: the codes become f16
@@ -433,6 +461,7 @@ void add_decode_quant_tests(CU_pSuite s) {
   CU_add_test(s, "quantized K/V: fp8 e4m3fn and fnuz", test_fp8);
   CU_add_test(s, "quantized K/V: causal, bias, paged, lanes", test_features);
   CU_add_test(s, "quantized K/V: K rows staged in local memory", test_kstage);
+  CU_add_test(s, "quantized K/V: the value pass's rows in flight", test_value_rows);
   CU_add_test(s, "quantized K/V: the serial form", test_serial);
   CU_add_test(s, "quantized K/V: tensor-core form (PTX emulated off NVIDIA)", test_mma);
   CU_add_test(s, "quantized K/V: tensor-core form, rows staged through a ring", test_mma_staged);
