@@ -1,33 +1,17 @@
 /* Decode attention against the double-precision reference: dtypes, head
  * dims, GQA/MQA, lengths, splits, causal, bias, lse, strided views, paged
- * caches, varlen queries, and the error paths. */
+ * caches, varlen queries, the portable and serial forms; the error paths,
+ * the quantized caches, the planner and the tensor-core form in the files
+ * beside it (test_decode_*.c). */
 #include "common.h"
 #include "part.h"
 #include "internal.h"
 #include "ref.h"
+#include "test_decode.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct dcase {
-  int B, Mq, Hq, Hkv, D, Nkv;
-  clattn_dtype qdt, kvdt, odt;
-  int splits;            /* 0 auto */
-  int causal, bias, lse;
-  int bhsd;              /* K/V stored [B, Hkv, N, D] and viewed through strides */
-  int pad;               /* extra elements before each tensor (non-zero offsets) */
-  const int32_t *kv_len; /* NULL: all Nkv */
-  int page_size;         /* > 0: paged cache with a shuffled block table */
-  int share_pages;       /* paged: sequences share their first pages (prefix sharing) */
-  const int32_t *q_counts; /* varlen: queries per sequence (NULL: dense Mq) */
-  int bad_entry;         /* paged: 1 = sequence 0's logical page 1 maps to -1, 2 = past num_pages */
-  int len_over;          /* paged: kv_len[0] exceeds the table's capacity by this much */
-  int two_launch;        /* splits merged by the merge kernel (decode_merge_last off) */
-  int ws_junk;           /* a caller's workspace full of junk, decode run twice on it */
-  const char *kernels;   /* a substring clattn_decode_kernels must give (NULL: not checked) */
-} dcase;
-
 
 /* Elements of junk before each optional tensor's view (common.h). */
 #define OPT VIEW_LEAD
@@ -38,7 +22,7 @@ static int seq_len(const dcase *c, int b) {
   return n < 0 ? 0 : n > c->Nkv ? c->Nkv : n;
 }
 
-static void run_case(const dcase *c) {
+void run_case(const dcase *c) {
   char name[256];
   CASE_NAME(name, "decode B=%d Mq=%d Hq=%d Hkv=%d D=%d N=%d q=%s kv=%s o=%s split=%d%s%s%s%s%s page=%d%s%s%s",
             c->B, c->Mq, c->Hq, c->Hkv, c->D, c->Nkv, clattn_dtype_name(c->qdt),
@@ -320,7 +304,7 @@ static void run_case(const dcase *c) {
   free(q_start);
 }
 
-static dcase base(void) {
+dcase base(void) {
   dcase c;
   memset(&c, 0, sizeof c);
   c.B = 2;
@@ -644,253 +628,10 @@ static void test_kstage(void) {
   clattn_force_path(0);
 }
 
-/* The tensor-core form (cl/decode_mma.clh), forced: mma.sync on NVIDIA, its
- * PTX emulated in local memory elsewhere, so the fragment bookkeeping is
- * checked on every device. f16/bf16 q and K/V with aligned rows, D 64 128 256;
- * blocks of 8 and 16 rows (and two blocks), lengths not a multiple of a warp's
- * 16 keys, splits, causal, bias, paged (with bad entries), varlen, strides. */
-static dcase mma_base(clattn_dtype dt, int D) {
-  dcase c = base();
-  c.qdt = c.kvdt = c.odt = dt;
-  c.D = D;
-  return c;
-}
-
-/* Head dims not a multiple of 64 on tensor cores (padded to 64 in
- * registers, cl/decode_mma.clh): 80, 96, 112, 160, 200 with GQA, lengths
- * 0, 1 and 45; paged, varlen causal, causal Mq 3, split. */
-static void test_padded_dims(void) {
-  static const int dims[] = {80, 96, 112, 160, 200};
-  static const int32_t lens[] = {0, 1, 45};
-  static const int32_t counts[] = {3, 1, 0};
-  clattn_force_path(2);
-  for (int i = 0; i < 5; i++) {
-    dcase c = base();
-    c.qdt = c.kvdt = c.odt = i & 1 ? CLATTN_BF16 : CLATTN_F16;
-    c.D = dims[i];
-    c.B = 3;
-    c.Nkv = 45;
-    c.kv_len = lens;
-    c.kernels = "tensor cores";
-    if (i == 1) c.page_size = 16;
-    if (i == 2) c.q_counts = counts, c.causal = 1;
-    if (i == 3) c.Mq = 3, c.causal = 1;
-    if (i == 4) c.splits = 3;
-    run_case(&c);
-  }
-  clattn_force_path(0);
-}
-
-/* The one-launch merge (the last work-group of each row block merges the
- * splits, cl/decode.cl) against the reference, and the two-launch path
- * beside it: split counts 2, 9, 100 (> 64; with 300 keys the tensor-core
- * form's 16-key chunks leave most of them empty) and auto; lengths 0, 1 and
- * more; varlen with a sequence of no queries, causal; no lse; a caller's
- * workspace of junk (unaligned to 8 bytes) used by two calls in a row; more
- * splits than D; more than the tuning's most (two launches). Portable and
- * tensor-core (emulated) forms. */
-static void test_merge_last(void) {
-  static const int32_t lens[] = {0, 1, 200, 300};
-  static const int32_t counts[] = {2, 0, 1, 3};
-  static const int splits[] = {2, 9, 100, 0, 5, 7, 3};
-  const int most = fx.ctx->tuning.decode_merge_last;
-  fx.ctx->tuning.decode_merge_last = 4096; /* any split count the scratch holds */
-  for (int path = 1; path <= 2; path++) {
-    clattn_force_path(path);
-    for (int i = 0; i < 7; i++) {
-      /* the emulated tensor-core form (compiled at -O0 per variant) takes the
-       * cases whose kernels differ: splits few and many, varlen causal, junk */
-      if (path == 2 && (i == 1 || i == 3 || i == 6)) continue;
-      dcase c = base();
-      c.D = 128;
-      if (path == 2) c.qdt = c.kvdt = c.odt = CLATTN_F16;
-      c.Nkv = 300;
-      c.splits = splits[i];
-      c.kernels = c.splits ? "one launch" : NULL;
-      if (i == 3) { /* auto split count, lengths 0 and 1 */
-        c.B = 4;
-        c.kv_len = lens;
-      } else if (i == 4) {
-        c.B = 4;
-        c.q_counts = counts;
-        c.causal = 1;
-        c.kv_len = lens;
-      } else if (i == 5) {
-        c.lse = 0;
-        c.ws_junk = 1;
-      } else if (i == 6) {
-        c.q_counts = counts;
-        c.B = 4;
-        c.ws_junk = 1;
-      }
-      run_case(&c);
-      if (i == 1 || (i == 4 && path == 1)) {
-        c.two_launch = 1;
-        c.kernels = "two launches";
-        run_case(&c);
-      }
-    }
-    if (path == 2) continue; /* the limits below are the planner's, whatever the form */
-    dcase c = base(); /* S > D: one launch too (the merge keeps no per-part state in local memory) */
-    c.D = 64;
-    c.Nkv = 3000;
-    c.splits = 100;
-    c.kernels = "one launch";
-    run_case(&c);
-    c.kernels = "two launches";
-    fx.ctx->tuning.decode_merge_last = 8; /* more splits than the tuning's most */
-    c.splits = 9;
-    run_case(&c);
-    fx.ctx->tuning.decode_merge_last = 4096;
-  }
-  fx.ctx->tuning.decode_merge_last = most;
-  clattn_force_path(0);
-}
-
-static void test_mma(void) {
-  clattn_force_path(2);
-  dcase c = mma_base(CLATTN_F16, 64);
-  run_case(&c);
-  c.odt = CLATTN_F32;
-  c.splits = 3;
-  run_case(&c);
-  c = mma_base(CLATTN_BF16, 128);
-  c.Nkv = 45;
-  run_case(&c);
-  c.odt = CLATTN_F32;
-  run_case(&c);
-  c = mma_base(CLATTN_F16, 256);
-  c.Hq = c.Hkv = 3; /* MHA: one row per block */
-  c.Nkv = 20;
-  run_case(&c);
-  c = mma_base(CLATTN_BF16, 192); /* units of a row not a power of two */
-  c.Nkv = 40;
-  run_case(&c);
-
-  /* 16 rows (G = 16), 32 rows (two blocks), 12 rows, causal Mq 2 and 4 */
-  c = mma_base(CLATTN_F16, 64);
-  c.Hq = 16;
-  c.Hkv = 1;
-  c.bias = 1;
-  run_case(&c);
-  c.Hq = 32;
-  c.Hkv = 1; /* G = 32: two blocks of 16 rows */
-  c.bias = 0;
-  c.Nkv = 50;
-  run_case(&c);
-  c.Hq = 24;
-  c.Hkv = 2; /* G = 12: one block of 16, 4 rows idle */
-  run_case(&c);
-  c = mma_base(CLATTN_BF16, 64);
-  c.Mq = 2;
-  c.causal = 1;
-  c.Hq = 8;
-  c.Hkv = 1; /* 16 rows */
-  run_case(&c);
-  c.Mq = 4;
-  c.Hq = 4;
-  c.Hkv = 2; /* 8 rows */
-  c.splits = 5;
-  run_case(&c);
-
-  /* lengths 0, 1, 7 and long in one batch; more splits than tiles */
-  static const int32_t lens[] = {0, 1, 7, 700};
-  c = mma_base(CLATTN_F16, 128);
-  c.B = 4;
-  c.Nkv = 700;
-  c.kv_len = lens;
-  run_case(&c);
-  c.splits = 100;
-  run_case(&c);
-
-  /* strided BHSD views at aligned offsets */
-  c = mma_base(CLATTN_F16, 64);
-  c.bhsd = 1;
-  c.pad = 8;
-  run_case(&c);
-
-  /* paged (page sizes 1 and 48, prefix pages shared, causal), bad entries */
-  static const int32_t plens[] = {130, 1, 0, 97};
-  c = mma_base(CLATTN_BF16, 64);
-  c.B = 4;
-  c.Nkv = 130;
-  c.kv_len = plens;
-  c.page_size = 48;
-  c.share_pages = 1;
-  c.Mq = 2;
-  c.causal = 1;
-  run_case(&c);
-  c.page_size = 1;
-  c.share_pages = 0;
-  c.Mq = 1;
-  c.causal = 0;
-  run_case(&c);
-  c.page_size = 16;
-  c.bad_entry = 1;
-  run_case(&c);
-  static const int32_t full[] = {144, 1, 0, 97}; /* sequence 0 fills its table */
-  c.Nkv = 144;
-  c.kv_len = full;
-  c.bad_entry = 0;
-  c.len_over = 5;
-  run_case(&c);
-
-  /* varlen queries, 0 to 4 per sequence, causal */
-  static const int32_t counts[] = {2, 0, 4, 1};
-  c = mma_base(CLATTN_F16, 64);
-  c.B = 4;
-  c.Mq = 4;
-  c.q_counts = counts;
-  c.causal = 1;
-  c.bias = 1;
-  run_case(&c);
-  clattn_force_path(0);
-}
-
-/* The tensor-core form's wide groups (8 warps, one per unit, 2 blocks in
- * flight per warp: the B = 1 form on NVIDIA) against the reference: the
- * units made many so that few groups take it; lengths 0, 1, 7 and long in
- * one batch with auto and 3 splits (one launch), bf16 D = 80 paged causal
- * Mq 2, D = 192 (one block in flight: accumulators over 8 x 128). */
-static void test_mma_small(void) {
-  const clattn_tuning saved = fx.ctx->tuning;
-  const cl_uint saved_cus = fx.ctx->profile.compute_units;
-  fx.ctx->profile.compute_units = 64;
-  fx.ctx->tuning.decode_mma_small_wg = 256;
-  fx.ctx->tuning.decode_mma_small_blocks = 2;
-  fx.ctx->tuning.decode_merge_last = 8;
-  clattn_force_path(2);
-  static const int32_t lens[] = {0, 1, 7, 700};
-  dcase c = mma_base(CLATTN_F16, 128);
-  c.B = 4;
-  c.Nkv = 700;
-  c.kv_len = lens;
-  c.kernels = "wide groups";
-  run_case(&c);
-  c.splits = 3;
-  run_case(&c);
-  static const int32_t plens[] = {130, 97};
-  c = mma_base(CLATTN_BF16, 80);
-  c.B = 2;
-  c.Nkv = 130;
-  c.kv_len = plens;
-  c.page_size = 16;
-  c.Mq = 2;
-  c.causal = 1;
-  c.kernels = "wide groups";
-  run_case(&c);
-  c = mma_base(CLATTN_F16, 192);
-  c.Nkv = 300;
-  c.kernels = "wide groups";
-  run_case(&c);
-  clattn_force_path(0);
-  fx.ctx->tuning = saved;
-  fx.ctx->profile.compute_units = saved_cus;
-}
-
 void add_decode_error_tests(CU_pSuite s); /* test_decode_errors.c */
 void add_decode_quant_tests(CU_pSuite s); /* test_decode_quant.c */
 void add_decode_plan_tests(CU_pSuite s);  /* test_decode_plan.c */
+void add_decode_mma_tests(CU_pSuite s);   /* test_decode_mma.c */
 
 int main(int argc, char **argv) {
   CU_initialize_registry();
@@ -913,10 +654,7 @@ int main(int argc, char **argv) {
   CU_add_test(s, "work-group kernel, forced", test_work_group);
   CU_add_test(s, "lane-per-chunk score pass", test_lane_keys);
   CU_add_test(s, "K tiles staged in local memory", test_kstage);
-  CU_add_test(s, "tensor-core form (PTX emulated off NVIDIA)", test_mma);
-  CU_add_test(s, "padded head dims 80 96 112 160 200 on tensor cores", test_padded_dims);
-  CU_add_test(s, "tensor-core wide groups, 2 blocks in flight (few groups)", test_mma_small);
-  CU_add_test(s, "one-launch merge of the splits, tickets in a junk workspace", test_merge_last);
+  add_decode_mma_tests(s);
   add_decode_plan_tests(s);
   if (!select_part(argc, argv)) return 1; /* tests/part.h */
   return run_suites();
