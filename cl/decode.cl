@@ -689,17 +689,19 @@ CLATTN_INLINE void port_softmax(__local float (*s_l)[RB][WG], __local int (*tmax
 #define V_ROW(jj) kv_row(&at->vl, &at->pg, at->b, t0 + (jj), at->hk)
 #endif
 
-#if KV_Q
-/* 3. values of quantized rows: keys ks, ks + NS, ... of the tile at t0,
- * columns 8c .. 8c + 7. A row is a word or two of codes and a scale-shift
- * word, so VUQ rows stay in flight as raw words (two or three registers
- * each, converted where used) where float rows keep VU converted rows: the
- * loads of a tile's value pass are a few long round trips, not many short
- * ones. Every key before the tile's end is read (rows outside the cache
- * never are); one no query gives weight is left out when used. */
+/* 3. values: keys ks, ks + NS, ... of the tile at t0, columns 8c .. 8c + 7.
+ * Float rows: VU rows loaded before any is used so their latencies overlap;
+ * a row is read only when some query gives it weight (masked keys and rows
+ * outside the cache are never touched). Quantized rows: a row is a word or
+ * two of codes and a scale-shift word, so VUQ rows stay in flight as raw
+ * words (two or three registers each, converted where used): the loads of a
+ * tile's value pass are a few long round trips, not many short ones. Every
+ * key before the tile's end is read (rows outside the cache never are); one
+ * no query gives weight is left out when used. (Float rows kept as words
+ * lose: tools/PERF.md.) */
 #if KV_Q == 1
 #define V_SS_WORD(row, jj) v[(row) + c / (NC / KV_GROUPS)]
-#else
+#elif KV_Q == 2
 #define V_SS_WORD(row, jj) v_ss[kv_row(&at->vssl, &at->pg, at->b, t0 + (jj), at->hk)]
 #endif
 CLATTN_INLINE void port_values(__local const float (*s_l)[RB][WG], __local const long (*vrow_l)[WG],
@@ -707,8 +709,9 @@ CLATTN_INLINE void port_values(__local const float (*s_l)[RB][WG], __local const
                                __global const KV_ELT *v, __global const uint *v_ss, int t0,
                                const port_at *at) {
   const int ks = at->ks, c = at->c;
-  (void)vrow_l, (void)v_ss;
+  (void)sh, (void)vrow_l, (void)v_ss;
   if (ks >= NS) return;
+#if KV_Q
   for (int jj0 = ks; jj0 < WG && t0 + jj0 < at->hi; jj0 += NS * VUQ) {
     KV_WORD_T w[VUQ];
     uint ssw[VUQ];
@@ -742,20 +745,7 @@ CLATTN_INLINE void port_values(__local const float (*s_l)[RB][WG], __local const
       }
     }
   }
-}
-#undef V_SS_WORD
 #else
-/* 3. values: keys ks, ks + NS, ... of the tile at t0, columns 8c .. 8c + 7,
- * VU rows loaded before any is used so their latencies overlap. A row is
- * read only when some query gives it weight (masked keys and rows outside
- * the cache are never touched). Float rows (quantized rows: above). */
-CLATTN_INLINE void port_values(__local const float (*s_l)[RB][WG], __local const long (*vrow_l)[WG],
-                               int par, float l_run[RB], float8 acc[RB], float sh[RB],
-                               __global const KV_ELT *v, __global const uint *v_ss, int t0,
-                               const port_at *at) {
-  const int ks = at->ks, c = at->c;
-  (void)sh, (void)vrow_l, (void)v_ss;
-  if (ks >= NS) return;
   for (int jj0 = ks; jj0 < WG && t0 + jj0 < at->hi; jj0 += NS * VU) {
     float8 vv[VU];
     float p[VU][RB];
@@ -779,8 +769,9 @@ CLATTN_INLINE void port_values(__local const float (*s_l)[RB][WG], __local const
         l_run[r] += p[u][r];
       }
   }
-}
 #endif
+}
+#undef V_SS_WORD
 #undef V_ROW
 
 /* Combines the key subsets into acc_l (rows of D) and l_l: they share the
