@@ -616,6 +616,7 @@ CLATTN_INLINE void port_scores(__local float (*s_l)[RB][WG], __local int (*tmax_
 #endif
       float sdot[RB];
       for (int r = 0; r < RB; r++) sdot[r] = 0.0f;
+#pragma unroll
       for (int g = 0; g < NG; g++) {
         float part[RB];
         for (int r = 0; r < RB; r++) part[r] = 0.0f;
