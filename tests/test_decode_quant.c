@@ -302,15 +302,19 @@ static void test_kstage(void) {
   run_qcase(&c);
 }
 
-/* Every E4M3 code (FN and FNUZ) through decode's fp8 loads, the portable and
- * the serial form: one key per sequence and q = 0, so p = 1 and o is the key's
+/* Every E4M3 code (FN and FNUZ) through decode's fp8 loads, the portable, the
+ * serial and the tensor-core form (f16 q; its PTX emulated off NVIDIA, where
+ * it is the software pairs of cl/decode_rows.clh, as for FNUZ on NVIDIA):
+ * one key per sequence and q = 0, so p = 1 and o is the key's
  * V row exactly; sequences 0 and 1 hold the 256 codes as V elements (each
  * o element is its code's value, NaN for the NaN codes), sequence 2 a K row
  * with one NaN code (its score, so all its o, NaN). Scale 1, shift 0. */
 static void test_fp8_codes(void) {
   enum { B = 3, D = 128, X = D / 4 };
   for (int fnuz = 0; fnuz < 2; fnuz++)
-    for (int serial = 0; serial < 2; serial++) {
+    for (int form = 0; form < 3; form++) { /* portable, serial, tensor cores */
+      const int serial = form == 1;
+      const clattn_dtype qdt = form == 2 ? CLATTN_F16 : CLATTN_F32;
       uint32_t kw[B * X], vw[B * X], ss[B];
       memset(kw, 0, sizeof kw);
       memset(vw, 0, sizeof vw);
@@ -320,11 +324,11 @@ static void test_fp8_codes(void) {
       double zeros[B * D] = {0}, o[B * D];
       cl_mem km = buf_from_i32((const int32_t *)kw, B * X), vm = buf_from_i32((const int32_t *)vw, B * X);
       cl_mem sm = buf_from_i32((const int32_t *)ss, B);
-      cl_mem qm = buf_from(zeros, B * D, CLATTN_F32), om = buf_poison(B * D * 4);
+      cl_mem qm = buf_from(zeros, B * D, qdt), om = buf_poison(B * D * 4);
       const clattn_dtype dt = fnuz ? CLATTN_FP8_FNUZ : CLATTN_FP8;
       clattn_decode_params p;
       memset(&p, 0, sizeof p);
-      p.q = clattn_tensor_4d(qm, 0, CLATTN_F32, B, 1, 1, D);
+      p.q = clattn_tensor_4d(qm, 0, qdt, B, 1, 1, D);
       p.o = clattn_tensor_4d(om, 0, CLATTN_F32, B, 1, 1, D);
       p.k = clattn_tensor_4d(km, 0, dt, B, 1, 1, X);
       p.v = clattn_tensor_4d(vm, 0, dt, B, 1, 1, X);
@@ -333,9 +337,9 @@ static void test_fp8_codes(void) {
       const clattn_tuning saved = fx.ctx->tuning;
       fx.ctx->tuning.decode_serial = serial;
       fx.ctx->tuning.decode_mma = 0;
-      clattn_force_path(serial ? 0 : 1);
+      clattn_force_path(form == 2 ? 2 : serial ? 0 : 1);
       const char *k = clattn_decode_kernels(fx.ctx, &p);
-      CU_ASSERT(k && strstr(k, serial ? "serial" : "portable"));
+      CU_ASSERT(k && strstr(k, form == 2 ? "tensor cores" : serial ? "serial" : "portable"));
       CHECK_OK(clattn_decode(fx.ctx, fx.queue, &p, 0, NULL, NULL));
       clattn_force_path(0);
       fx.ctx->tuning = saved;
@@ -344,8 +348,8 @@ static void test_fp8_codes(void) {
       for (int i = 0; i < 2 * D; i++) {
         const double want = ref_fp8_decode((uint8_t)i, fnuz);
         if (isnan(want) ? !isnan(o[i]) : o[i] != want) {
-          if (bad++ < 4) fprintf(stderr, "fp8%s %s code 0x%02x: o %g, want %g\n", fnuz ? " fnuz" : "",
-                                 serial ? "serial" : "portable", i, o[i], want);
+          if (bad++ < 4) fprintf(stderr, "fp8%s form %d code 0x%02x: o %g, want %g\n", fnuz ? " fnuz" : "",
+                                 form, i, o[i], want);
         }
       }
       for (int d = 0; d < D; d++) bad += !isnan(o[2 * D + d]);
@@ -514,7 +518,7 @@ void add_decode_quant_tests(CU_pSuite s) {
   CU_add_test(s, "quantized K/V: causal, bias, paged, lanes", test_features);
   CU_add_test(s, "quantized K/V: K rows staged in local memory", test_kstage);
   CU_add_test(s, "quantized K/V: the value pass's rows in flight", test_value_rows);
-  CU_add_test(s, "quantized K/V: every fp8 code through the portable and serial loads", test_fp8_codes);
+  CU_add_test(s, "quantized K/V: every fp8 code through each form's loads", test_fp8_codes);
   CU_add_test(s, "quantized K/V: the serial form", test_serial);
   CU_add_test(s, "quantized K/V: tensor-core form (PTX emulated off NVIDIA)", test_mma);
   CU_add_test(s, "quantized K/V: tensor-core form, rows staged through a ring", test_mma_staged);
