@@ -375,10 +375,23 @@ clattn_status clattn_kv_append(clattn_context *ctx, cl_command_queue queue,
 
 /* ------------------------------------------------------------------ quantize */
 
-/* The [B, n, H, D] float rows quantize reads and dequantize writes: the head
- * dim, B * n and H within 31 bits. */
-static clattn_status check_row_tensor(const clattn_context *ctx, const clattn_tensor *t,
-                                      const char *name, int64_t *B, int64_t *n, int64_t *H) {
+/* The tensors quantize and dequantize share: the [B, n, H, D] float rows
+ * (src, read; out, written), the cache with its scale-shift words and block
+ * table, the first positions and the error flag. */
+typedef struct rows_op {
+  const clattn_tensor *rows, *cache, *ss, *table, *start, *flag;
+  const char *rows_name;
+  int kv_groups;
+} rows_op;
+
+/* Their checks: the queue, the rows (head dim, B * n and H within 31 bits),
+ * the cache for those rows (cd), the positions and the flag. */
+static clattn_status check_rows_op(const clattn_context *ctx, cl_command_queue queue,
+                                   cl_uint num_wait, const cl_event *wait, const rows_op *r,
+                                   int64_t *B, int64_t *n, int64_t *H, cache_desc *cd) {
+  CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait));
+  const clattn_tensor *t = r->rows;
+  const char *name = r->rows_name;
   CLATTN_TRY(clattn_check_tensor(ctx, t, name, 4, CLATTN_FLOAT_DTYPES));
   CLATTN_TRY(check_head_dim(ctx, t, name, 3));
   *B = t->shape[0], *n = t->shape[1], *H = t->shape[2];
@@ -386,7 +399,14 @@ static clattn_status check_row_tensor(const clattn_context *ctx, const clattn_te
     return clattn_fail(CLATTN_UNSUPPORTED,
                        "%s.shape[0] * shape[1] (%lld) or shape[2] (%lld) beyond 31 bits", name,
                        (long long)(*B * *n), (long long)*H);
-  return CLATTN_SUCCESS;
+  CLATTN_TRY(check_cache(ctx, r->cache, "cache", r->ss, "maybe_scale_shift", r->table, *B, *H,
+                         (int)t->shape[3], r->kv_groups, cd));
+  if (clattn_present(r->start)) {
+    char what[32];
+    snprintf(what, sizeof what, "B, from %s", name);
+    CLATTN_TRY(check_vec(ctx, r->start, "maybe_start", *B, what));
+  }
+  return clattn_check_error_flag(ctx, r->flag);
 }
 
 clattn_status clattn_kv_quantize(clattn_context *ctx, cl_command_queue queue,
@@ -394,17 +414,12 @@ clattn_status clattn_kv_quantize(clattn_context *ctx, cl_command_queue queue,
                                  const cl_event *wait_list, cl_event *event) {
   if (!ctx) return clattn_fail(CLATTN_INVALID_ARGUMENT, "ctx is NULL");
   if (!p) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
-  CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
+  const rows_op r = {&p->src, &p->cache, &p->maybe_scale_shift, &p->maybe_block_table,
+                     &p->maybe_start, &p->maybe_error_flag, "src", p->kv_groups};
   int64_t B, n, H;
-  CLATTN_TRY(check_row_tensor(ctx, &p->src, "src", &B, &n, &H));
   write_job j;
   memset(&j, 0, sizeof j);
-  CLATTN_TRY(check_cache(ctx, &p->cache, "cache", &p->maybe_scale_shift, "maybe_scale_shift",
-                         &p->maybe_block_table, B, H, (int)p->src.shape[3], p->kv_groups,
-                         &j.cd));
-  if (clattn_present(&p->maybe_start))
-    CLATTN_TRY(check_vec(ctx, &p->maybe_start, "maybe_start", B, "B, from src"));
-  CLATTN_TRY(clattn_check_error_flag(ctx, &p->maybe_error_flag));
+  CLATTN_TRY(check_rows_op(ctx, queue, num_wait, wait_list, &r, &B, &n, &H, &j.cd));
   const clattn_named outs[] = {{&p->cache, "cache"},
                                {&p->maybe_scale_shift, "maybe_scale_shift"},
                                {&p->maybe_error_flag, "maybe_error_flag"}};
@@ -435,15 +450,11 @@ clattn_status clattn_kv_dequantize(clattn_context *ctx, cl_command_queue queue,
                                    const cl_event *wait_list, cl_event *event) {
   if (!ctx) return clattn_fail(CLATTN_INVALID_ARGUMENT, "ctx is NULL");
   if (!p) return clattn_fail(CLATTN_INVALID_ARGUMENT, "params is NULL");
-  CLATTN_TRY(clattn_check_enqueue(ctx, queue, num_wait, wait_list));
+  const rows_op r = {&p->out, &p->cache, &p->maybe_scale_shift, &p->maybe_block_table,
+                     &p->maybe_start, &p->maybe_error_flag, "out", p->kv_groups};
   int64_t B, n, H;
-  CLATTN_TRY(check_row_tensor(ctx, &p->out, "out", &B, &n, &H));
   cache_desc cd;
-  CLATTN_TRY(check_cache(ctx, &p->cache, "cache", &p->maybe_scale_shift, "maybe_scale_shift",
-                         &p->maybe_block_table, B, H, (int)p->out.shape[3], p->kv_groups, &cd));
-  if (clattn_present(&p->maybe_start))
-    CLATTN_TRY(check_vec(ctx, &p->maybe_start, "maybe_start", B, "B, from out"));
-  CLATTN_TRY(clattn_check_error_flag(ctx, &p->maybe_error_flag));
+  CLATTN_TRY(check_rows_op(ctx, queue, num_wait, wait_list, &r, &B, &n, &H, &cd));
   const clattn_named outs[] = {{&p->out, "out"}, {&p->maybe_error_flag, "maybe_error_flag"}};
   const clattn_named ins[] = {{&p->cache, "cache"},
                               {&p->maybe_scale_shift, "maybe_scale_shift"},
