@@ -4,14 +4,7 @@
 # #22's portable figures (f16 at its three shapes, int4 / int4g4 / fp8 /
 # fp8fnuz at B=64 ctx=32768) and the native quantized ones, same call.
 . tools/gpu_env.sh
-OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-B=./build-gpubin/new
-: > $OUT/tests.txt
-suite() { local name=$1; shift
-  "$@" > /tmp/suite.txt 2>&1
-  echo "$name rc=$? $(grep -E '^ +(tests|asserts)' /tmp/suite.txt | tr -s ' ' | tr '\n' ' ')" | tee -a $OUT/summary.txt
-  { echo "===== $name"; grep -E "FAIL|failed|Test:" /tmp/suite.txt | grep -v "passed$" | head -40; } >> $OUT/tests.txt
-}
+. tools/gpu_suite.sh
 for t in decode kvcache merge host safety; do suite test_$t $B/test_$t; done
 suite "test_decode portable" env CLATTN_PORTABLE=1 $B/test_decode
 H="--heads 32 --kv-heads 8 --head-dim 128 --dtype f16 --repeat 20 --no-check"
