@@ -361,6 +361,47 @@ MMA_INLINE float2 row_lse_delta(__global const float *lse, rr_view vl, __global 
                   delta[vdl.off + z * vdl.z + h * vdl.h + n * vdl.n]);
 }
 
+/* dk/dv: query tile m0 of head h: lse (log2 units), delta and positions
+ * per query, then Q1 at sq1 and / or Q2 at sq2 (the sides of the window
+ * `sides` has: a tile class, or RR_IN / RR_OUT for one) and dO at sdo; the
+ * copies issued (dkdv_stage_qtile: and waited for). */
+MMA_INLINE void dkdv_issue_qtile(__global const ushort *Q1, rr_view vq1, __global const ushort *Q2,
+                                 rr_view vq2, __global const ushort *DO, rr_view vdo,
+                                 __global const float *lse, rr_view vl,
+                                 __global const float *delta, rr_view vdl,
+                                 __global const int *qpos, rr_view vqp, int z, int h, int m0,
+                                 int sides, __local ushort *sq1, __local ushort *sq2,
+                                 __local ushort *sdo, __local float *slse, __local float *sdelta,
+                                 __local int *sqpos, rr_args A) {
+  for (int x = get_local_id(0); x < BM; x += WG) {
+    const float2 ld = row_lse_delta(lse, vl, delta, vdl, z, h, m0 + x, A.Nq);
+    slse[x] = ld.x;
+    sdelta[x] = ld.y;
+    sqpos[x] = m0 + x < A.Nq ? qpos_at(qpos, vqp, z, m0 + x, A) : 0;
+  }
+#if ROTARY
+  barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+  if (!(sides & RR_OUT)) STAGE_Q1(Q1, vq1, z, h, m0, A.Nq, BM, sq1, sqpos, A);
+  if (!(sides & RR_IN)) STAGE_Q2(ROTARY ? Q1 : Q2, ROTARY ? vq1 : vq2, z, h, m0, A.Nq, BM, sq2, A);
+  mstage_raw(DO, vdo, z, h, m0, A.Nq, BM, sdo);
+}
+#define dkdv_stage_qtile(...)                                                                      \
+  do {                                                                                             \
+    dkdv_issue_qtile(__VA_ARGS__);                                                                 \
+    copy_wait();                                                                                   \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
+  } while (0)
+
+/* The A fragments of this warp's rows of a tile the caller began to stage
+ * at x: waits for it, reads them, and leaves x free again. */
+MMA_INLINE void frags_of_staged(uint4 *f, __local const ushort *x EMU_PARAM) {
+  copy_wait();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  load_afrags(f, x EMU_ARG);
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+
 /* The gradients' accumulation over a tile's n16 16-row blocks of Y: dX1 +=
  * dS1 Y1 and dX2 += dS2 Y2 (dq: Y = K of a key tile; dk: Y = Q of a query
  * tile), each where the tile has that side of the window and, in two
@@ -378,6 +419,10 @@ MMA_INLINE void acc_sides(float4 *x1, float4 *x2, const float4 *s1, const float4
   }
 }
 
+#if PHASED
+#include "rerope_bwd_phased.clh"
+#else
+
 /* ---------------------------------------------------------------- dq */
 
 #if !FRAG_G
@@ -388,19 +433,13 @@ MMA_INLINE void dq_row_frags(uint4 *qf1, uint4 *qf2, uint4 *dof, __global const 
                              __global const ushort *DO, rr_view vdo, int z, int h, int m0,
                              __local ushort *smem, __local const int *sqpos, rr_args A EMU_PARAM) {
   STAGE_Q1(Q1, vq1, z, h, m0, A.Nq, RB, smem, sqpos, A);
-  copy_wait();
-  barrier(CLK_LOCAL_MEM_FENCE);
-  load_afrags(qf1, smem EMU_ARG);
-  barrier(CLK_LOCAL_MEM_FENCE);
+  frags_of_staged(qf1, smem EMU_ARG);
   STAGE_Q2(ROTARY ? Q1 : Q2, ROTARY ? vq1 : vq2, z, h, m0, A.Nq, RB, smem, A);
-  copy_wait();
-  barrier(CLK_LOCAL_MEM_FENCE);
-  load_afrags(qf2, smem EMU_ARG);
-  barrier(CLK_LOCAL_MEM_FENCE);
+  frags_of_staged(qf2, smem EMU_ARG);
   mstage_raw(DO, vdo, z, h, m0, A.Nq, RB, smem);
   copy_wait();
   barrier(CLK_LOCAL_MEM_FENCE);
-  load_afrags(dof, smem EMU_ARG);
+  load_afrags(dof, smem EMU_ARG); /* (the first tile's barrier frees smem) */
 }
 #endif
 
@@ -537,32 +576,6 @@ clattn_rerope_bwd_dq(RR_DQ_PARAMS) {
 
 /* ---------------------------------------------------------------- dk, dv */
 
-/* Query tile m0 of head h (class cls): lse (log2 units), delta and
- * positions per query, then Q1 and/or Q2 (the sides the tile needs) and dO. */
-MMA_INLINE void dkdv_stage_qtile(__global const ushort *Q1, rr_view vq1, __global const ushort *Q2,
-                                 rr_view vq2, __global const ushort *DO, rr_view vdo,
-                                 __global const float *lse, rr_view vl,
-                                 __global const float *delta, rr_view vdl,
-                                 __global const int *qpos, rr_view vqp, int z, int h, int m0,
-                                 int cls, __local ushort *sqt, __local float *slse,
-                                 __local float *sdelta, __local int *sqpos, rr_args A) {
-  for (int x = get_local_id(0); x < BM; x += WG) {
-    const float2 ld = row_lse_delta(lse, vl, delta, vdl, z, h, m0 + x, A.Nq);
-    slse[x] = ld.x;
-    sdelta[x] = ld.y;
-    sqpos[x] = m0 + x < A.Nq ? qpos_at(qpos, vqp, z, m0 + x, A) : 0;
-  }
-#if ROTARY
-  barrier(CLK_LOCAL_MEM_FENCE);
-#endif
-  if (!(cls & RR_OUT)) STAGE_Q1(Q1, vq1, z, h, m0, A.Nq, BM, sqt, sqpos, A);
-  if (!(cls & RR_IN))
-    STAGE_Q2(ROTARY ? Q1 : Q2, ROTARY ? vq1 : vq2, z, h, m0, A.Nq, BM, sqt + BM * LDS, A);
-  mstage_raw(DO, vdo, z, h, m0, A.Nq, BM, sqt + 2 * BM * LDS);
-  copy_wait();
-  barrier(CLK_LOCAL_MEM_FENCE);
-}
-
 /* P^T of a query tile for this warp's keys j_a, j_a + 8 (rows) and the
  * tile's queries (columns): from the logits pt (q1 . k1, or the tile's one
  * side) and s2 (q2 . k2 where mixed), masked where the tile needs it, and
@@ -690,7 +703,7 @@ clattn_rerope_bwd_dkdv(RR_DKDV_PARAMS) {
 #endif
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous query tile is no longer read */
         dkdv_stage_qtile(Q1, vq1, Q2, vq2, DO, vdo, lse, vl, delta, vdl, qpos, vqp, z, h, m0, cls,
-                         sqt, slse, sdelta, sqpos, A);
+                         sq1, sq2, sdo, slse, sdelta, sqpos, A);
 
         const bool mixed = !(cls & (RR_IN | RR_OUT)), out = (cls & RR_OUT) != 0;
         const bool masked =
@@ -741,5 +754,7 @@ clattn_rerope_bwd_dkdv(RR_DKDV_PARAMS) {
 #undef ak2
   store_frags_at(dv, vdv, z, hk, j_a, A.Nk, av, 1.0f, 1.0f, cb0, DCB);
 }
+
+#endif /* PHASED */
 
 #endif /* RR_MMA */

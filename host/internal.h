@@ -166,6 +166,11 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(rerope_warp_blocks, 0, 2, 0, "tensor-core forward: 16-row query blocks per warp (0: 1)")      \
   X(rerope_mma_block_n, 0, 64, 1, "tensor-core forward: keys per tile (32 or 64; 0: 64)")        \
   X(rerope_bwd_cols, 0, 256, 0, "tensor-core backward, D > 64: most gradient columns per work-group (0: all)") \
+  X(rerope_bwd_phases, 0, 1, 0, "tensor-core backward: 0 the two-phase kernels up to D = 128 where their tiles fit; 1 the one-pass kernels (above D = 64 the rows' fragments from global memory)") \
+  X(rerope_bwd_block_m, 0, 64, 1, "two-phase backward: dk/dv's query rows per tile (0: the most the local memory holds, up to 64)") \
+  X(rerope_bwd_block_n, 0, 64, 1, "two-phase backward: dq's keys per tile (0: the most the local memory holds, up to 64)") \
+  X(rerope_bwd_stages, 0, 2, 0, "two-phase backward: dq's key tiles in the ring (0: 2 where tiles of 64 fit so, else 1; on the fly 1)") \
+  X(rerope_bwd_qring, 0, 2, 0, "two-phase backward: dk/dv's keys' fragments in registers and its query tiles through a ring of 2 (0: where its tiles would be under 32 rows otherwise; 1 never; 2 always)") \
   /* quantize / dequantize / append */                                                          \
   X(quant_wg, 1, 1024, 1, "K/V cache kernels: work-items per group")                            \
   X(quant_rowwise, 0, 1, 0, "K/V cache kernels: a work-item per row, no barriers (CPUs)")
@@ -443,6 +448,8 @@ typedef struct clattn_rr_plan {
   int stages;         /* tensor-core forward: key tiles in flight + 1 (-DSTAGES), else 0 */
   int mt;             /* tensor-core forward: 16-row blocks per warp (-DMT), else 0 */
   int nsl;            /* tensor-core backward, D > 64: column slices (-DNSL; grid z = Z nsl), else 0 */
+  int phased;         /* tensor-core backward, D > 64: the two-phase kernels (-DPHASED), else 0 */
+  int qring;          /* ... their dk/dv with a ring of query tiles (-DQRING) */
 } clattn_rr_plan;
 
 /* Chooses kernels and tiles; `views` are the tensors the kernels read with

@@ -220,17 +220,68 @@ static bool aligned16(const clattn_tensor *t) {
   return true;
 }
 
+/* The two-phase backward (cl/rerope_bwd_phased.clh), up to D = 128 (above,
+ * a warp's fragments and accumulators pass the registers) where its tiles
+ * fit the local memory: 4 warps of 16 rows each.
+ *   dq streams the phase's K and V tiles of bn keys (64 where they fit)
+ *   through a ring of 2 where two fit, else one stage (H200, D = 128: one
+ *   of 64 keys 11.71 ms against two of 32 12.05, Z=1 H=32 N=8192 causal).
+ *   dk/dv keeps the phase's K and V of its 64 keys in local memory and
+ *   stages query tiles of bm (64, 32 or 16) rows, or, where that leaves
+ *   tiles under 32 rows (D = 128), holds the keys' fragments in registers
+ *   and streams query tiles through a ring of 2 (qring; D = 128: 8.4 -> 6.0
+ *   ms for dk/dv; at D = 64, where the first form's tiles are 64 rows, the
+ *   ring loses: 6.46 against 5.57 ms for the backward).
+ * row: a staged row's bytes. */
+static bool plan_phased(const clattn_context *ctx, const clattn_rr_problem *p, size_t row,
+                        size_t emu, clattn_rr_plan *pl) {
+  const clattn_tuning *tu = &ctx->tuning;
+  const size_t local = ctx->profile.local_mem_bytes > emu ? ctx->profile.local_mem_bytes - emu : 0;
+  if (p->D > 128) return false;
+#define DQ_BYTES(st, bn) ((st) * 2 * (size_t)(bn) * row + 4 * (64 + (size_t)(bn)))
+#define DKDV_BYTES(ring, bm)                                                                     \
+  ((ring) ? 2 * 2 * (size_t)(bm) * row + 4 * (6 * (size_t)(bm) + 64)                             \
+          : 2 * 64 * row + 2 * (size_t)(bm) * row + 4 * (3 * (size_t)(bm) + 64))
+  int bn = tu->rerope_bwd_block_n ? tu->rerope_bwd_block_n : 64;
+  int stages = p->rotary ? 1 : tu->rerope_bwd_stages ? tu->rerope_bwd_stages : 2;
+  if (!p->rotary && !tu->rerope_bwd_stages && DQ_BYTES(2, bn) > local) stages = 1;
+  while (!tu->rerope_bwd_block_n && bn > 16 && DQ_BYTES(stages, bn) > local) bn /= 2;
+  /* dk/dv: the largest query tile of each form, the ring where the first's is short */
+  int bm1 = 64, bm2 = 64;
+  while (bm1 > 16 && DKDV_BYTES(0, bm1) > local) bm1 /= 2;
+  while (bm2 > 16 && DKDV_BYTES(1, bm2) > local) bm2 /= 2;
+  const int q = tu->rerope_bwd_qring;
+  const int ring = !p->rotary && (q == 2 || (q == 0 && bm1 < 32 && bm2 > bm1));
+  const int bm = tu->rerope_bwd_block_m ? tu->rerope_bwd_block_m : ring ? bm2 : bm1;
+  const bool ok = bn >= 16 && bm >= 16 && stages * 2 * bn >= 64 && (!ring || 4 * bm >= 64) &&
+                  DQ_BYTES(stages, bn) <= local && DKDV_BYTES(ring, bm) <= local;
+#undef DQ_BYTES
+#undef DKDV_BYTES
+  if (!ok) return false;
+  pl->phased = 1;
+  pl->qring = ring;
+  pl->stages = stages;
+  pl->q_rows = pl->k_rows = 64;
+  pl->bm = bm;
+  pl->bn = bn;
+  return true;
+}
+
 /* Tensor-core kernels, f16/bf16 with D a multiple of 16 up to 256: 4 warps
  * of 16 query rows (the m16n8k16 fragment height), key tiles of 64 (32 or
  * 16 for wide heads: registers and local memory). */
 static bool plan_mma(const clattn_context *ctx, const clattn_rr_problem *p, clattn_rr_kind kind,
                      const clattn_tensor *const *views, int n_views, bool emulate,
                      clattn_rr_plan *pl) {
-  /* backward: the dk1, dk2, dv accumulators and the K/V tiles of 64 keys fit the
-   * registers and 48 KiB up to D = 64; wider heads take column slices (below),
-   * their q and k as given (on the fly, q and k are rotated while staged) */
+  /* backward: two phases where their tiles fit (plan_phased: up to D = 128);
+   * else in one pass, the dk1, dk2, dv accumulators and the K/V tiles of 64
+   * keys in the registers and 48 KiB up to D = 64, wider heads' rows'
+   * fragments from global memory (below: q and k as given, no on-the-fly form) */
   const bool wide = kind == CLATTN_RR_BWD && p->D > 64;
-  if (p->dtype == CLATTN_F32 || p->D % 16 || p->D > 256 || (wide && p->rotary))
+  const size_t row = 2 * ((size_t)p->D + 8), emu = emulate ? 2 * 4 * 8 * 128 : 0;
+  const bool phased =
+      kind == CLATTN_RR_BWD && !ctx->tuning.rerope_bwd_phases && plan_phased(ctx, p, row, emu, pl);
+  if (p->dtype == CLATTN_F32 || p->D % 16 || p->D > 256 || (wide && p->rotary && !phased))
     return false;
   for (int i = 0; i < n_views; i++)
     if (!aligned16(views[i])) return false;
@@ -240,7 +291,6 @@ static bool plan_mma(const clattn_context *ctx, const clattn_rr_problem *p, clat
   const int twg = ctx->tuning.rerope_wg;
   pl->wg = kind == CLATTN_RR_FWD && twg >= 64 && twg <= 256 && twg % 32 == 0 && !emulate ? twg : 128;
   pl->ct = 8;
-  const size_t row = 2 * ((size_t)p->D + 8), emu = emulate ? 2 * 4 * 8 * (size_t)pl->wg : 0;
   size_t bytes;
   if (kind == CLATTN_RR_FWD) {
     /* each warp owns mt blocks of 16 query rows (one above D = 128: the
@@ -263,6 +313,8 @@ static bool plan_mma(const clattn_context *ctx, const clattn_rr_problem *p, clat
     }
     if (pl->stages * 2 * pl->bn < pl->bm) return false;
     bytes = pl->stages * 2 * pl->bn * row + 4 * ((size_t)pl->bm + pl->bn) + emu;
+  } else if (phased) {
+    bytes = 0; /* plan_phased's */
   } else if (!wide) { /* dq: 64 query rows, key tiles of 32; dk/dv: 64 keys, query tiles of 32 */
     pl->q_rows = pl->k_rows = 64;
     pl->bm = pl->bn = 32;
@@ -316,6 +368,8 @@ void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *pl, cha
   char stages[40] = "";
   if (pl->stages) snprintf(stages, sizeof stages, " -DSTAGES=%d -DMT=%d", pl->stages, pl->mt);
   if (pl->nsl) snprintf(stages, sizeof stages, " -DNSL=%d -DFRAG_G=1", pl->nsl);
+  if (pl->phased)
+    snprintf(stages, sizeof stages, " -DPHASED=1 -DSTAGES=%d%s", pl->stages, pl->qring ? " -DQRING=1" : "");
   snprintf(buf, size, "-DDT=%s -DD=%d -DROTARY=%d -DBM=%d -DBN=%d -DWG=%d -DCT=%d -DRR_MMA=%d%s%s%s%s",
            clattn_dtype_cl(p->dtype), p->D, p->rotary, pl->bm, pl->bn, pl->wg, pl->ct, pl->mma,
            stages, p->q_pos ? " -DQPOS=1" : "", p->k_pos ? " -DKPOS=1" : "",
@@ -456,7 +510,7 @@ void clattn_rerope_variants(clattn_variant_fn fn, void *priv) {
   memset(&p, 0, sizeof p);
   p.dtype = CLATTN_F16;
   p.D = 64;
-  clattn_rr_plan pl = {1, 1, 128, 32, 128, 8, 128, 64, 3, 2, 0};
+  clattn_rr_plan pl = {1, 1, 128, 32, 128, 8, 128, 64, 3, 2, 0, 0, 0};
   clattn_rr_options(&p, &pl, opts, sizeof opts);
   fn(priv, "rerope.cl", opts);
   pl.bm = pl.bn = 32;
@@ -472,5 +526,23 @@ void clattn_rerope_variants(clattn_variant_fn fn, void *priv) {
   for (pl.nsl = 1; pl.nsl <= 2; pl.nsl++) {
     clattn_rr_options(&p, &pl, opts, sizeof opts);
     fn(priv, "rerope_bwd.cl", opts);
+  }
+  /* ... in two phases: D = 128 (dq one stage of 64 keys, dk/dv's ring of
+   * query tiles of 32), D = 96 (query tiles of 32 in one stage), D = 64
+   * (dq's ring of 2, query tiles of 64); explicit and on the fly (one stage,
+   * no ring) */
+  pl.nsl = 0;
+  pl.phased = 1;
+  pl.bn = 64;
+  for (p.rotary = 0; p.rotary <= 1; p.rotary++) {
+    static const int dims[3][4] = {{128, 32, 1, 1}, {96, 32, 2, 0}, {64, 64, 2, 0}};
+    for (int i = 0; i < 3; i++) {
+      p.D = dims[i][0];
+      pl.bm = dims[i][1];
+      pl.stages = p.rotary ? 1 : dims[i][2];
+      pl.qring = p.rotary ? 0 : dims[i][3];
+      clattn_rr_options(&p, &pl, opts, sizeof opts);
+      fn(priv, "rerope_bwd.cl", opts);
+    }
   }
 }

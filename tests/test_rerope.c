@@ -15,23 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct rcase {
-  int Z, Hq, Hkv, Nq, Nk, D, W, causal;
-  clattn_dtype dt;
-  int rotary;      /* 1: clattn_rerope_rotary_* on raw q, k */
-  int interleaved; /* rotary layout */
-  int positions;   /* rotary: 0 default, 1 shared [N] (shifted), 2 per batch [Z, N] shuffled */
-  int bwd;         /* also the backward */
-  int strided;     /* tensors stored [Z, N, H, D] at an element offset, viewed through strides */
-  int path;        /* clattn_force_path: 0 auto (the fast path where the device has
-                    * one), 1 portable, 2 tensor cores (their PTX emulated without NVIDIA) */
-  int cross_check; /* rotary: also the explicit kernels on host-rotated inputs */
-  float scale;     /* softmax scale (0: 1/sqrt(D)) */
-  int stages;      /* the tensor-core forward's ring of key tiles (0: the tuning row's) */
-  int warp_blocks; /* ... and its 16-row query blocks per warp (0: the tuning row's) */
-  int block_n;     /* ... and its keys per tile (0: the tuning row's) */
-  int bwd_cols;    /* the tensor-core backward's columns per work-group, D > 64 (0: the row's) */
-} rcase;
+#include "test_rerope.h"
 
 /* A device tensor [Z, H, N, D] holding x (logical order), contiguous or
  * [Z, N, H, D] through strides after `pad` elements. */
@@ -167,9 +151,9 @@ static bool runs_mma(const clattn_tensor *q, const clattn_tensor *k, const clatt
   return clattn_rr_plan_make(fx.ctx, &p, kind, views, 3, &pl) == CLATTN_SUCCESS && pl.mma;
 }
 
-static void run_case(const rcase *c) {
+void run_case(const rcase *c) {
   char name[256];
-  CASE_NAME(name, "rerope Z=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d W=%d %s%s%s%s%s%s%s scale=%g stages=%d mt=%d bn=%d cols=%d", c->Z, c->Hq,
+  CASE_NAME(name, "rerope Z=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d W=%d %s%s%s%s%s%s%s scale=%g stages=%d mt=%d bn=%d cols=%d phases=%d qring=%d bm=%d st=%d", c->Z, c->Hq,
             c->Hkv, c->Nq, c->Nk, c->D, c->W, clattn_dtype_name(c->dt), c->causal ? " causal" : "",
             c->rotary ? (c->interleaved ? " rotary-interleaved" : " rotary-neox") : "",
             c->positions == 1   ? " pos"
@@ -179,7 +163,8 @@ static void run_case(const rcase *c) {
             c->path == 1   ? " portable"
             : c->path == 2 ? " mma"
                            : "",
-            (double)c->scale, c->stages, c->warp_blocks, c->block_n, c->bwd_cols);
+            (double)c->scale, c->stages, c->warp_blocks, c->block_n, c->bwd_cols, c->phases - 1,
+            c->qring, c->bwd_bm, c->bwd_stages);
   if (getenv("RR_ONLY") && !strstr(name, getenv("RR_ONLY"))) return;
   fprintf(stderr, "  %s\n", name);
   clattn_force_path(c->path);
@@ -188,6 +173,10 @@ static void run_case(const rcase *c) {
   if (c->warp_blocks) fx.ctx->tuning.rerope_warp_blocks = c->warp_blocks;
   if (c->block_n) fx.ctx->tuning.rerope_mma_block_n = c->block_n;
   if (c->bwd_cols) fx.ctx->tuning.rerope_bwd_cols = c->bwd_cols;
+  if (c->phases) fx.ctx->tuning.rerope_bwd_phases = c->phases - 1;
+  if (c->qring) fx.ctx->tuning.rerope_bwd_qring = c->qring;
+  if (c->bwd_bm) fx.ctx->tuning.rerope_bwd_block_m = c->bwd_bm;
+  if (c->bwd_stages) fx.ctx->tuning.rerope_bwd_stages = c->bwd_stages;
   const float scale = c->scale;
   const double ref_scale = scale != 0.0f ? (double)scale : 1.0 / sqrt((double)c->D);
   const int Z = c->Z, Hq = c->Hq, Hkv = c->Hkv, Nq = c->Nq, Nk = c->Nk, D = c->D;
@@ -381,7 +370,7 @@ static void run_case(const rcase *c) {
   clattn_force_path(0);
 }
 
-static rcase base(void) {
+rcase base(void) {
   rcase c;
   memset(&c, 0, sizeof c);
   c.Z = 1, c.Hq = 2, c.Hkv = 1, c.Nq = 37, c.Nk = 37, c.D = 32, c.W = 9;
@@ -496,138 +485,6 @@ static void test_rotary_f16(void) {
   c.interleaved = 1;
   c.causal = 0;
   c.Nq = 25;
-  run_case(&c);
-}
-
-/* The tensor-core kernels (cl/rerope_mma.clh): on NVIDIA their PTX, elsewhere
- * the PTX emulated in local memory, so the fragment bookkeeping the H200
- * runs is tested on any device. */
-static void test_mma(void) {
-  rcase c = base();
-  c.path = 2;
-  c.dt = CLATTN_F16;
-  c.D = 64;
-  c.Hq = 2, c.Hkv = 1;
-  c.Nq = 70, c.Nk = 200; /* 4 key tiles: wholly outside, band edge, inside */
-  c.W = 21;
-  c.causal = 1;
-  c.bwd = 1;
-  run_case(&c);
-  /* the forward's ring of key tiles wrapping unevenly (3 stages over 4 and 2
-   * tiles), a negative scale (its sign folded into Q), and two blocks of 16
-   * query rows per warp (Nq = 70: the second block of the second warp idle) */
-  c.stages = 3;
-  c.scale = -0.3f;
-  run_case(&c);
-  c.causal = 0;
-  c.Nk = 100;
-  c.scale = 0.0f;
-  run_case(&c);
-  c.warp_blocks = 2;
-  run_case(&c);
-  c.stages = 2;
-  c.causal = 1;
-  c.Nq = 150;
-  c.Nk = 170;
-  run_case(&c);
-  c.stages = c.warp_blocks = 0;
-  c.Nk = 200;
-  c.dt = CLATTN_BF16;
-  c.D = 48;
-  c.causal = 0;
-  c.Nq = 40;
-  c.W = 70;
-  run_case(&c);
-  /* the forward's two passes over the key tiles (inside the window with Q1,
-   * outside with Q2): pass 0 empty (W = 0), pass 1 empty (W >= N); queries
-   * amid many key tiles, where pass 1 jumps over the band (W = 100, a block
-   * of rows 256..319 skips keys 224..351); more queries than keys (the first
-   * rows at positions below 0) */
-  c = base();
-  c.path = 2;
-  c.dt = CLATTN_F16;
-  c.D = 64;
-  c.Nq = 70, c.Nk = 100;
-  for (int i = 0; i < 2; i++) {
-    c.W = i ? 100 : 0;
-    c.causal = i;
-    run_case(&c);
-  }
-  c.Nq = c.Nk = 600;
-  c.W = 100;
-  c.causal = 0;
-  run_case(&c);
-  c.warp_blocks = 2;
-  c.causal = 1;
-  run_case(&c);
-  c.block_n = 32; /* tiles of 32 keys: the band's tiles and gaps at a finer grain */
-  run_case(&c);
-  c.warp_blocks = c.block_n = 0;
-  c.Nq = 100, c.Nk = 60;
-  c.W = 30;
-  run_case(&c);
-  c = base();
-  c.path = 2;
-  c.dt = CLATTN_F16;
-  c.D = 64;
-  c.rotary = 1;
-  c.interleaved = 1;
-  c.positions = 2;
-  c.Z = 2;
-  c.Nq = c.Nk = 66;
-  c.W = 17;
-  c.causal = 1;
-  c.bwd = 1;
-  run_case(&c);
-  c.interleaved = 0;
-  c.positions = 0;
-  c.D = 128;
-  c.Z = 1;
-  c.causal = 0;
-  run_case(&c);
-}
-
-/* The tensor-core backward of wide heads (D > 64): each work-group reads
- * its own rows' fragments from global memory and accumulates whole rows of
- * the gradients, or (rerope_bwd_cols) one column slice: slices of an even
- * and an odd number of 8-column blocks (D = 128: 2 x 8; D = 80: 2 x 5),
- * three slices (D = 96, 32 columns), whole rows (D = 96, D = 256); GQA,
- * band edges, keys past the last tile, causal or not. The forward above
- * D = 128 on tensor cores too. Same tolerance as the D <= 64 kernels: the
- * same products, P and dS rounded to the dtype. */
-static void test_mma_wide(void) {
-  rcase c = base();
-  c.path = 2;
-  c.dt = CLATTN_F16;
-  c.bwd = 1;
-  c.D = 128;
-  c.Hq = 4, c.Hkv = 2;
-  c.Nq = 70, c.Nk = 150; /* key tiles wholly outside, band edges, inside */
-  c.W = 21;
-  c.causal = 1;
-  c.bwd_cols = 64;
-  run_case(&c);
-  c.bwd_cols = 40;
-  c.dt = CLATTN_BF16;
-  c.D = 80;
-  c.Hq = 2, c.Hkv = 1;
-  c.causal = 0;
-  c.Nq = 40, c.Nk = 90;
-  c.W = 30;
-  run_case(&c);
-  c.dt = CLATTN_F16;
-  c.D = 96;
-  c.bwd_cols = 32;
-  c.causal = 1;
-  c.Nq = c.Nk = 67;
-  c.W = 70; /* W >= N: plain attention */
-  run_case(&c);
-  c.bwd_cols = 0;
-  c.W = 0;
-  run_case(&c);
-  c.D = 256;
-  c.Nq = c.Nk = 33;
-  c.W = 9;
   run_case(&c);
 }
 
@@ -856,8 +713,7 @@ int main(int argc, char **argv) {
   CU_add_test(s, "strided views and offsets", test_strided);
   CU_add_test(s, "rotary neox/interleaved, positions default/shared/per-batch", test_rotary);
   CU_add_test(s, "rotary f16 against the explicit kernels", test_rotary_f16);
-  CU_add_test(s, "tensor-core kernels (PTX emulated off NVIDIA)", test_mma);
-  CU_add_test(s, "tensor-core backward of wide heads, column slices", test_mma_wide);
+  add_rerope_mma_tests(s); /* test_rerope_mma.c */
   if (!select_part(argc, argv)) return 1; /* tests/part.h */
   return run_suites();
 }
