@@ -364,7 +364,7 @@ MMA_INLINE float2 row_lse_delta(__global const float *lse, rr_view vl, __global 
 /* dk/dv: query tile m0 of head h: lse (log2 units), delta and positions
  * per query, then Q1 at sq1 and / or Q2 at sq2 (the sides of the window
  * `sides` has: a tile class, or RR_IN / RR_OUT for one) and dO at sdo; the
- * copies issued (dkdv_stage_qtile: and waited for). */
+ * copies issued, and (wait) waited for. */
 MMA_INLINE void dkdv_issue_qtile(__global const ushort *Q1, rr_view vq1, __global const ushort *Q2,
                                  rr_view vq2, __global const ushort *DO, rr_view vdo,
                                  __global const float *lse, rr_view vl,
@@ -372,7 +372,7 @@ MMA_INLINE void dkdv_issue_qtile(__global const ushort *Q1, rr_view vq1, __globa
                                  __global const int *qpos, rr_view vqp, int z, int h, int m0,
                                  int sides, __local ushort *sq1, __local ushort *sq2,
                                  __local ushort *sdo, __local float *slse, __local float *sdelta,
-                                 __local int *sqpos, rr_args A) {
+                                 __local int *sqpos, rr_args A, bool wait) {
   for (int x = get_local_id(0); x < BM; x += WG) {
     const float2 ld = row_lse_delta(lse, vl, delta, vdl, z, h, m0 + x, A.Nq);
     slse[x] = ld.x;
@@ -385,13 +385,11 @@ MMA_INLINE void dkdv_issue_qtile(__global const ushort *Q1, rr_view vq1, __globa
   if (!(sides & RR_OUT)) STAGE_Q1(Q1, vq1, z, h, m0, A.Nq, BM, sq1, sqpos, A);
   if (!(sides & RR_IN)) STAGE_Q2(ROTARY ? Q1 : Q2, ROTARY ? vq1 : vq2, z, h, m0, A.Nq, BM, sq2, A);
   mstage_raw(DO, vdo, z, h, m0, A.Nq, BM, sdo);
+  if (wait) {
+    copy_wait();
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
 }
-#define dkdv_stage_qtile(...)                                                                      \
-  do {                                                                                             \
-    dkdv_issue_qtile(__VA_ARGS__);                                                                 \
-    copy_wait();                                                                                   \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
-  } while (0)
 
 /* The A fragments of this warp's rows of a tile the caller began to stage
  * at x: waits for it, reads them, and leaves x free again. */
@@ -702,8 +700,8 @@ clattn_rerope_bwd_dkdv(RR_DKDV_PARAMS) {
         }
 #endif
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous query tile is no longer read */
-        dkdv_stage_qtile(Q1, vq1, Q2, vq2, DO, vdo, lse, vl, delta, vdl, qpos, vqp, z, h, m0, cls,
-                         sq1, sq2, sdo, slse, sdelta, sqpos, A);
+        dkdv_issue_qtile(Q1, vq1, Q2, vq2, DO, vdo, lse, vl, delta, vdl, qpos, vqp, z, h, m0, cls,
+                         sq1, sq2, sdo, slse, sdelta, sqpos, A, true);
 
         const bool mixed = !(cls & (RR_IN | RR_OUT)), out = (cls & RR_OUT) != 0;
         const bool masked =
