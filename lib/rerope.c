@@ -223,9 +223,11 @@ static bool aligned16(const clattn_tensor *t) {
 /* The two-phase backward (cl/rerope_bwd_phased.clh), up to D = 128 (above,
  * a warp's fragments and accumulators pass the registers) where its tiles
  * fit the local memory: 4 warps of 16 rows each.
- *   dq streams the phase's K and V tiles of bn keys (64 where they fit)
- *   through a ring of 2 where two fit, else one stage (H200, D = 128: one
- *   of 64 keys 11.71 ms against two of 32 12.05, Z=1 H=32 N=8192 causal).
+ *   dq streams the phase's K and V tiles of bn keys (64 where they fit; 32
+ *   up to D = 64) through a ring of 2 where two fit, else one stage (H200,
+ *   Z=1 H=32 N=8192 W=2048 causal: D = 128 one of 64 keys 11.71 ms against
+ *   two of 32 12.05; D = 64 two of 32 with query tiles of 32 5.57 against
+ *   7.04 for the one-pass kernels; tiles of 64 there not timed yet).
  *   dk/dv keeps the phase's K and V of its 64 keys in local memory and
  *   stages query tiles of bm (64, 32 or 16) rows, or, where that leaves
  *   tiles under 32 rows (D = 128), holds the keys' fragments in registers
@@ -242,12 +244,14 @@ static bool plan_phased(const clattn_context *ctx, const clattn_rr_problem *p, s
 #define DKDV_BYTES(ring, bm)                                                                     \
   ((ring) ? 2 * 2 * (size_t)(bm) * row + 4 * (6 * (size_t)(bm) + 64)                             \
           : 2 * 64 * row + 2 * (size_t)(bm) * row + 4 * (3 * (size_t)(bm) + 64))
-  int bn = tu->rerope_bwd_block_n ? tu->rerope_bwd_block_n : 64;
+  /* the largest tiles that fit, up to 64 (32 up to D = 64: the tiles timed there) */
+  const int top = p->D <= 64 ? 32 : 64;
+  int bn = tu->rerope_bwd_block_n ? tu->rerope_bwd_block_n : top;
   int stages = p->rotary ? 1 : tu->rerope_bwd_stages ? tu->rerope_bwd_stages : 2;
   if (!p->rotary && !tu->rerope_bwd_stages && DQ_BYTES(2, bn) > local) stages = 1;
   while (!tu->rerope_bwd_block_n && bn > 16 && DQ_BYTES(stages, bn) > local) bn /= 2;
   /* dk/dv: the largest query tile of each form, the ring where the first's is short */
-  int bm1 = 64, bm2 = 64;
+  int bm1 = top, bm2 = top;
   while (bm1 > 16 && DKDV_BYTES(0, bm1) > local) bm1 /= 2;
   while (bm2 > 16 && DKDV_BYTES(1, bm2) > local) bm2 /= 2;
   const int q = tu->rerope_bwd_qring;
@@ -528,19 +532,19 @@ void clattn_rerope_variants(clattn_variant_fn fn, void *priv) {
     fn(priv, "rerope_bwd.cl", opts);
   }
   /* ... in two phases: D = 128 (dq one stage of 64 keys, dk/dv's ring of
-   * query tiles of 32), D = 96 (query tiles of 32 in one stage), D = 64
-   * (dq's ring of 2, query tiles of 64); explicit and on the fly (one stage,
-   * no ring) */
+   * query tiles of 32), D = 96 (dq one stage of 64, query tiles of 32), D =
+   * 64 (dq's ring of 2 tiles of 32, query tiles of 32); explicit and on the
+   * fly (one stage, no ring) */
   pl.nsl = 0;
   pl.phased = 1;
-  pl.bn = 64;
   for (p.rotary = 0; p.rotary <= 1; p.rotary++) {
-    static const int dims[3][4] = {{128, 32, 1, 1}, {96, 32, 2, 0}, {64, 64, 2, 0}};
+    static const int dims[3][5] = {{128, 32, 64, 1, 1}, {96, 32, 64, 1, 0}, {64, 32, 32, 2, 0}};
     for (int i = 0; i < 3; i++) {
       p.D = dims[i][0];
       pl.bm = dims[i][1];
-      pl.stages = p.rotary ? 1 : dims[i][2];
-      pl.qring = p.rotary ? 0 : dims[i][3];
+      pl.bn = dims[i][2];
+      pl.stages = p.rotary ? 1 : dims[i][3];
+      pl.qring = p.rotary ? 0 : dims[i][4];
       clattn_rr_options(&p, &pl, opts, sizeof opts);
       fn(priv, "rerope_bwd.cl", opts);
     }

@@ -142,10 +142,10 @@ static void test_mma_wide(void) {
  * 128): each phase masked to its side of the window, so band edges, a phase
  * with no tiles (W = 0, W >= N) and the on-the-fly form's rotations carried
  * from one phase into the other are the cases; dk/dv's ring of query tiles
- * of 32 (D = 128, explicit) or one stage (on the fly; tiles of 16), tiles of
- * 32 (D = 80, 96), dq's one stage of 64 keys (D = 128) or ring of 2 (D <=
- * 96), GQA, Nq != Nk, explicit positions. Tolerance as the other
- * tensor-core kernels. */
+ * of 32 (D = 128, explicit) or one stage (on the fly; tiles of 16), the
+ * largest tiles the device's local memory holds elsewhere (up to 64; 32 up
+ * to D = 64), dq's one stage of 64 keys (D = 128) or ring of 2, GQA, Nq !=
+ * Nk, explicit positions. Tolerance as the other tensor-core kernels. */
 static void test_mma_phased(void) {
   rcase c = base();
   c.path = 2;
@@ -194,7 +194,7 @@ static void test_mma_phased(void) {
   c.Z = 2;
   c.causal = 0;
   run_case(&c);
-  /* D = 16: query tiles of 64, dq's ring of 2 key tiles */
+  /* D = 16: tiles of 32, dq's ring of 2 key tiles */
   c.D = 16;
   c.Z = 1;
   c.interleaved = 0;

@@ -62,11 +62,11 @@ rr rr_mma_bwd128s rerope_bwd.cl "-DDT=f16 -DD=128 $B -DROTARY=0 -DNSL=2 -DFRAG_G
 rr rr_mma_bwd80   rerope_bwd.cl "-DDT=bf16 -DD=80 $B -DROTARY=0 -DNSL=2 -DFRAG_G=1"
 rr rr_mma_bwd256  rerope_bwd.cl "-DDT=f16 -DD=256 $B -DROTARY=0 -DNSL=1 -DFRAG_G=1"
 # the two-phase backward (the H200's plans): D=128 (dq one stage of 64 keys, dk/dv's ring of
-# query tiles of 32), on the fly (query tiles of 16), D=64 (dq's ring of 2, query tiles of 64)
+# query tiles of 32), on the fly (query tiles of 16), D=64 (dq's ring of 2 tiles of 32, query tiles of 32)
 PH="-DRR_MMA=1 -DWG=128 -DCT=8 -DPHASED=1"
 rr rr_ph_bwd128     rerope_bwd.cl "-DDT=f16 -DD=128 $PH -DBM=32 -DBN=64 -DSTAGES=1 -DQRING=1 -DROTARY=0"
 rr rr_ph_bwd128_rot rerope_bwd.cl "-DDT=f16 -DD=128 $PH -DBM=16 -DBN=64 -DSTAGES=1 -DROTARY=1"
-rr rr_ph_bwd64      rerope_bwd.cl "-DDT=f16 -DD=64 $PH -DBM=64 -DBN=64 -DSTAGES=2 -DROTARY=0"
+rr rr_ph_bwd64      rerope_bwd.cl "-DDT=f16 -DD=64 $PH -DBM=32 -DBN=32 -DSTAGES=2 -DROTARY=0"
 # portable (RR_MMA=0), then D 64 / 128 x ROTARY 0 / 1 for both directions
 rr rr_port_fwd  rerope.cl     "-DDT=f32 -DD=64 -DRR_MMA=0 -DBM=32 -DBN=32 -DWG=128 -DCT=8 -DROTARY=0"
 rr rr_port_bwd  rerope_bwd.cl "-DDT=f16 -DD=64 -DRR_MMA=0 -DBM=32 -DBN=32 -DWG=128 -DCT=8 -DROTARY=0"
