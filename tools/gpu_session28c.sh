@@ -1,5 +1,7 @@
-# Session 28's third H200 call: the two-phase backward as planned, checked (CLI full checks, the
-# ReRoPE suite), timed against other tiles and the one-pass kernels, then beside torch SDPA.
+# The two-phase backward as planned, checked (CLI full checks, the ReRoPE suite), timed against
+# other tiles and the one-pass kernels, then beside torch SDPA. Written in session 28 and not run
+# to the end there (its first run found NVIDIA's compiler refusing a variadic macro, a81411b; the
+# device was not lent again): the next session's first call.
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 printf 'rerope_bwd_qring=1\n' > /tmp/nr.txt
