@@ -660,6 +660,14 @@ CLATTN_API clattn_status clattn_rerope_rotary_fwd(clattn_context *ctx, cl_comman
                                                   cl_uint num_wait, const cl_event *wait_list,
                                                   cl_event *event);
 
+/* clattn_rerope_kernels for the rotary variant: "tensor cores" or "portable"
+ * for clattn_rerope_rotary_fwd (backward = 0) or clattn_rerope_rotary_bwd
+ * (backward = 1) on these tensors; NULL, the reason in clattn_last_error,
+ * when params fail the forward's checks. */
+CLATTN_API const char *clattn_rerope_rotary_kernels(clattn_context *ctx,
+                                                    const clattn_rerope_rotary_params *params,
+                                                    int backward);
+
 /* Backward of the rotary variant: dq, dk (through the rotations) and dv. */
 typedef struct clattn_rerope_rotary_bwd_params {
   clattn_tensor q;    /* [Z, Hq, Nq, D] raw, as in the forward */

@@ -438,6 +438,22 @@ clattn_status clattn_rerope_fwd(clattn_context *ctx, cl_command_queue queue,
   return run_fwd(ctx, queue, &t, NULL, num_wait, wait_list, event);
 }
 
+/* The kernels one call of either form would take: the forward's checks on
+ * in, the rotary form's on its positions and settings (rot), then the plan. */
+static const char *kernels_of(clattn_context *ctx, const clattn_rr_inputs *in,
+                              const clattn_rerope_rotary_params *rot, int backward) {
+  clattn_rr_problem pr;
+  clattn_rr_plan pl;
+  const clattn_tensor *views[] = {in->q1, in->q2, in->k1, in->k2, in->v, in->o};
+  if (clattn_rr_inputs_init(ctx, in, &pr) != CLATTN_SUCCESS ||
+      (rot && clattn_rr_rotary_init(ctx, &pr, &rot->maybe_q_pos, &rot->maybe_k_pos,
+                                    rot->rope_theta, rot->rope_layout) != CLATTN_SUCCESS) ||
+      clattn_rr_plan_make(ctx, &pr, backward ? CLATTN_RR_BWD : CLATTN_RR_FWD, views, backward ? 6 : 5,
+                          &pl) != CLATTN_SUCCESS)
+    return NULL;
+  return pl.mma ? "tensor cores" : "portable";
+}
+
 const char *clattn_rerope_kernels(clattn_context *ctx, const clattn_rerope_params *params, int backward) {
   clattn_clear_error();
   if (!ctx || !params) {
@@ -447,14 +463,20 @@ const char *clattn_rerope_kernels(clattn_context *ctx, const clattn_rerope_param
   const clattn_rerope_params *p = params;
   const clattn_rr_inputs in = {&p->q1, &p->q2, &p->k1, &p->k2, &p->v, &p->o, NULL,
                                p->window, p->causal, 0, p->scale};
-  clattn_rr_problem pr;
-  clattn_rr_plan pl;
-  const clattn_tensor *views[] = {&p->q1, &p->q2, &p->k1, &p->k2, &p->v, &p->o};
-  if (clattn_rr_inputs_init(ctx, &in, &pr) != CLATTN_SUCCESS ||
-      clattn_rr_plan_make(ctx, &pr, backward ? CLATTN_RR_BWD : CLATTN_RR_FWD, views, backward ? 6 : 5,
-                          &pl) != CLATTN_SUCCESS)
+  return kernels_of(ctx, &in, NULL, backward);
+}
+
+const char *clattn_rerope_rotary_kernels(clattn_context *ctx,
+                                         const clattn_rerope_rotary_params *params, int backward) {
+  clattn_clear_error();
+  if (!ctx || !params) {
+    clattn_fail(CLATTN_INVALID_ARGUMENT, "%s is NULL", ctx ? "params" : "ctx");
     return NULL;
-  return pl.mma ? "tensor cores" : "portable";
+  }
+  const clattn_rerope_rotary_params *p = params;
+  const clattn_rr_inputs in = {&p->q, &p->q, &p->k, &p->k, &p->v, &p->o, NULL,
+                               p->window, p->causal, 1, p->scale};
+  return kernels_of(ctx, &in, p, backward);
 }
 
 clattn_status clattn_rerope_rotary_fwd(clattn_context *ctx, cl_command_queue queue,

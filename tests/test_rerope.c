@@ -698,6 +698,28 @@ static void test_kernels_named(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(clattn_last_error(), "ctx is NULL"));
   CU_ASSERT_PTR_NULL(clattn_rerope_kernels(fx.ctx, NULL, 0));
   CU_ASSERT_PTR_NOT_NULL(strstr(clattn_last_error(), "params is NULL"));
+  /* the rotary variant: tensor cores forward at every D, backward up to D =
+   * 128 (the two-phase kernels; above, the one-pass kernels take q and k as
+   * given); its positions and settings checked too */
+  const int dims[] = {128, 256};
+  for (int i = 0; i < 2; i++) {
+    const int d = dims[i];
+    cl_mem b = buf_zeros((size_t)Z * H * N * d * 2);
+    const clattn_tensor t = clattn_tensor_4d(b, 0, CLATTN_F16, Z, H, N, d);
+    clattn_rerope_rotary_params r = {t, t, t, t, {0}, {0}, {0}, 8, 0.0f, 1, 0.0f, CLATTN_ROPE_NEOX};
+    clattn_force_path(2);
+    CU_ASSERT_STRING_EQUAL(clattn_rerope_rotary_kernels(fx.ctx, &r, 0), "tensor cores");
+    CU_ASSERT_STRING_EQUAL(clattn_rerope_rotary_kernels(fx.ctx, &r, 1), d <= 128 ? "tensor cores" : "portable");
+    clattn_force_path(1);
+    CU_ASSERT_STRING_EQUAL(clattn_rerope_rotary_kernels(fx.ctx, &r, 1), "portable");
+    r.rope_theta = 0.5f;
+    CU_ASSERT_PTR_NULL(clattn_rerope_rotary_kernels(fx.ctx, &r, 0));
+    CU_ASSERT_PTR_NOT_NULL(strstr(clattn_last_error(), "rope_theta"));
+    clattn_force_path(0);
+    buf_release(&b);
+  }
+  CU_ASSERT_PTR_NULL(clattn_rerope_rotary_kernels(fx.ctx, NULL, 1));
+  CU_ASSERT_PTR_NOT_NULL(strstr(clattn_last_error(), "params is NULL"));
 }
 
 int main(int argc, char **argv) {

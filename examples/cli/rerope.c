@@ -88,14 +88,21 @@ static void teardown(run *r) {
 
 /* ------------------------------------------------------------------ operations */
 
+/* The rotary variant's parameters (raw q and k in the Q1 and K1 slots). */
+static clattn_rerope_rotary_params rotary_params(const run *r) {
+  const opts *o = &r->o;
+  const clattn_rerope_rotary_params p = {
+      r->t[Q1],  r->t[K1],        r->t[V],
+      r->t[O],   r->tl,           {0},
+      {0},       o->window,       (float)o->scale,
+      o->causal, (float)o->theta, o->interleaved ? CLATTN_ROPE_INTERLEAVED : CLATTN_ROPE_NEOX};
+  return p;
+}
+
 static clattn_status fwd(run *r, cl_event *ev) {
   const opts *o = &r->o;
   if (o->on_the_fly) {
-    clattn_rerope_rotary_params p = {
-        r->t[Q1],  r->t[K1],        r->t[V],
-        r->t[O],   r->tl,           {0},
-        {0},       o->window,       (float)o->scale,
-        o->causal, (float)o->theta, o->interleaved ? CLATTN_ROPE_INTERLEAVED : CLATTN_ROPE_NEOX};
+    const clattn_rerope_rotary_params p = rotary_params(r);
     return clattn_rerope_rotary_fwd(r->env.ctx, r->env.queue, &p, 0, NULL, ev);
   }
   clattn_rerope_params p = {r->t[Q1], r->t[Q2], r->t[K1],  r->t[K2],        r->t[V],
@@ -358,6 +365,11 @@ static bool check_rows(run *r, double scale) {
 /* Which kernels the library picks for this shape (the rotary form reads raw
  * q and k where the other takes q1 and k1). */
 static const char *path_name(run *r, int backward) {
+  if (r->o.on_the_fly) {
+    const clattn_rerope_rotary_params rp = rotary_params(r);
+    const char *name = clattn_rerope_rotary_kernels(r->env.ctx, &rp, backward);
+    return name ? name : "?";
+  }
   const bool pair = r->t[Q2].buf != NULL;
   const clattn_rerope_params p = {r->t[Q1], pair ? r->t[Q2] : r->t[Q1], r->t[K1], pair ? r->t[K2] : r->t[K1],
                                   r->t[V], r->t[O], r->tl, r->o.window, (float)r->o.scale, r->o.causal};
