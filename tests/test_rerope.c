@@ -672,10 +672,11 @@ static void test_errors(void) {
 
 /* clattn_rerope_kernels names what the planner picks: the portable kernels
  * when forced, tensor cores when forced where the shape allows (f16, D = 32
- * and D = 96, both directions: the backward in column slices at 96), nothing
- * for invalid params (the reason named). D = 32, not 64: the emulated
+ * and D = 96, both directions), nothing for invalid params (the reason
+ * named); clattn_rerope_rotary_kernels the same for the rotary variant, whose
+ * backward has tensor cores up to D = 128 only. D = 32, not 64: the emulated
  * backward (CLATTN_PORTABLE=1 on NVIDIA) needs 8 KiB of local memory more,
- * which at 64 passes 48 KiB. */
+ * which at 64 passed 48 KiB in the one-pass kernels. */
 static void test_kernels_named(void) {
   const int Z = 1, H = 2, N = 32;
   for (int d = 32; d <= 96; d += 64) {
