@@ -5,14 +5,21 @@
 #include "common.h"
 #include "test_rerope.h"
 
+/* The plain case on the tensor-core kernels (forced), dtype dt, head dim D. */
+static rcase mma_base(clattn_dtype dt, int D, int bwd) {
+  rcase c = base();
+  c.path = 2;
+  c.dt = dt;
+  c.D = D;
+  c.bwd = bwd;
+  return c;
+}
+
 /* The tensor-core kernels (cl/rerope_mma.clh): on NVIDIA their PTX, elsewhere
  * the PTX emulated in local memory, so the fragment bookkeeping the H200
  * runs is tested on any device. */
 static void test_mma(void) {
-  rcase c = base();
-  c.path = 2;
-  c.dt = CLATTN_F16;
-  c.D = 64;
+  rcase c = mma_base(CLATTN_F16, 64, 0);
   c.Hq = 2, c.Hkv = 1;
   c.Nq = 70, c.Nk = 200; /* 4 key tiles: wholly outside, band edge, inside */
   c.W = 21;
@@ -49,10 +56,7 @@ static void test_mma(void) {
    * amid many key tiles, where pass 1 jumps over the band (W = 100, a block
    * of rows 256..319 skips keys 224..351); more queries than keys (the first
    * rows at positions below 0) */
-  c = base();
-  c.path = 2;
-  c.dt = CLATTN_F16;
-  c.D = 64;
+  c = mma_base(CLATTN_F16, 64, 0);
   c.Nq = 70, c.Nk = 100;
   for (int i = 0; i < 2; i++) {
     c.W = i ? 100 : 0;
@@ -72,10 +76,7 @@ static void test_mma(void) {
   c.Nq = 100, c.Nk = 60;
   c.W = 30;
   run_case(&c);
-  c = base();
-  c.path = 2;
-  c.dt = CLATTN_F16;
-  c.D = 64;
+  c = mma_base(CLATTN_F16, 64, 0);
   c.rotary = 1;
   c.interleaved = 1;
   c.positions = 2;
@@ -102,12 +103,8 @@ static void test_mma(void) {
  * forward above D = 128 on tensor cores too. Same tolerance as the D <= 64
  * kernels: the same products, P and dS rounded to the dtype. */
 static void test_mma_wide(void) {
-  rcase c = base();
-  c.path = 2;
+  rcase c = mma_base(CLATTN_F16, 128, 1);
   c.phases = 2;
-  c.dt = CLATTN_F16;
-  c.bwd = 1;
-  c.D = 128;
   c.Hq = 4, c.Hkv = 2;
   c.Nq = 70, c.Nk = 150; /* key tiles wholly outside, band edges, inside */
   c.W = 21;
@@ -147,11 +144,7 @@ static void test_mma_wide(void) {
  * to D = 64), dq's one stage of 64 keys (D = 128) or ring of 2, GQA, Nq !=
  * Nk, explicit positions. Tolerance as the other tensor-core kernels. */
 static void test_mma_phased(void) {
-  rcase c = base();
-  c.path = 2;
-  c.dt = CLATTN_F16;
-  c.bwd = 1;
-  c.D = 128;
+  rcase c = mma_base(CLATTN_F16, 128, 1);
   c.Hq = 4, c.Hkv = 2;
   c.Nq = 70, c.Nk = 150; /* key tiles wholly outside, band edges, inside */
   c.W = 21;
@@ -203,12 +196,8 @@ static void test_mma_phased(void) {
   /* the one-pass kernels up to D = 64 (rerope_bwd_phases = 1; test_mma runs
    * the two-phase ones on its shapes): band edges, GQA, both products on the
    * fly with per-batch positions */
-  c = base();
-  c.path = 2;
+  c = mma_base(CLATTN_F16, 64, 1);
   c.phases = 2;
-  c.dt = CLATTN_F16;
-  c.bwd = 1;
-  c.D = 64;
   c.Hq = 4, c.Hkv = 2;
   c.Nq = 70, c.Nk = 200;
   c.W = 21;
