@@ -11,5 +11,5 @@ for dt in f16 bf16; do
 done
 } 2>&1 | grep -E 'kernels|check|FAIL|error' > $OUT/checks.txt
 grep -c FAILED $OUT/checks.txt; grep -E 'FAIL|error' $OUT/checks.txt | head
-REGS=1 bash tools/gpu_rr_ab.sh tools/sweeps/rr_phased.txt
+REGS=1 REPEAT=5 bash tools/gpu_ab_cl.sh tools/sweeps/rr_phased.txt
 timeout 240 ./build-gpubin/new/test_rerope > $OUT/test_rerope.txt 2>&1; echo "test_rerope rc=$?"; tail -8 $OUT/test_rerope.txt

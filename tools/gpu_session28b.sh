@@ -7,4 +7,4 @@ printf 'rerope_bwd_qring=1\nrerope_bwd_block_m=32\n' > /tmp/qr32.txt
 printf 'rerope_bwd_qring=1\nrerope_bwd_block_m=16\n' > /tmp/qr16.txt
 printf 'rerope_bwd_qring=1\n' > /tmp/qr.txt
 printf 'rerope_bwd_phases=2\nrerope_bwd_qring=1\n' > /tmp/p2qr.txt
-REPEAT=${REPEAT:-3} bash tools/gpu_rr_ab.sh tools/sweeps/rr_phased2.txt
+REPEAT=${REPEAT:-3} bash tools/gpu_ab_cl.sh tools/sweeps/rr_phased2.txt

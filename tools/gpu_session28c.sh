@@ -22,5 +22,5 @@ done
 } 2>&1 | grep -E 'kernels|check|FAIL|error' > $OUT/checks.txt
 echo "checks failed: $(grep -c FAILED $OUT/checks.txt)"; grep -E 'FAIL|error' $OUT/checks.txt | head
 timeout 200 ./build-gpubin/new/test_rerope > $OUT/test_rerope.txt 2>&1; echo "test_rerope rc=$?"; grep -A4 'Run Summary' $OUT/test_rerope.txt
-REPEAT=${REPEAT:-3} bash tools/gpu_rr_ab.sh tools/sweeps/rr_phased3.txt
+REPEAT=${REPEAT:-3} bash tools/gpu_ab_cl.sh tools/sweeps/rr_phased3.txt
 timeout 240 python3 tools/rerope_vs_torch.py --clattn build-gpubin/new/clattn 2>&1 | tee $OUT/vs_torch.txt | tail -20
