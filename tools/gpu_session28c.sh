@@ -6,8 +6,9 @@
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 printf 'rerope_bwd_qring=1\n' > /tmp/nr.txt
 printf 'rerope_bwd_qring=2\n' > /tmp/qr2.txt
-printf 'rerope_bwd_block_m=32\nrerope_bwd_block_n=32\n' > /tmp/t32.txt
-printf 'rerope_bwd_block_n=32\n' > /tmp/bn32.txt
+printf 'rerope_bwd_block_m=64\nrerope_bwd_block_n=64\n' > /tmp/t64.txt
+printf 'rerope_bwd_block_m=16\n' > /tmp/bm16.txt
+printf 'rerope_bwd_block_m=64\nrerope_bwd_block_n=32\n' > /tmp/bn32.txt
 printf 'rerope_bwd_stages=1\n' > /tmp/s1.txt
 printf 'rerope_bwd_phases=1\n' > /tmp/p1.txt
 C="./build-gpubin/new/clattn run rerope"
