@@ -99,6 +99,7 @@ run tune --help
 run tune --quick --family merge --dry-run
 run tune --quick --family quant --dry-run
 run tune --quick --family rerope --dry-run
+CLATTN_FORCE_MMA=1 run tune --quick --family rerope-bwd --dry-run
 usage tune --family nosuch
 t0=$SECONDS
 if out=$(tune_check 2>&1); then ok=$((ok + 1)); echo "ok   ($((SECONDS - t0)) s) clattn tune --quick (file, --params, build options, foreign file)"

@@ -129,6 +129,9 @@ typedef struct cli_rerope_shape {
   bool causal;
 } cli_rerope_shape;
 extern const cli_case_ops cli_rerope_cases;
+/* The backward on the same shapes: each candidate checked in full on a small
+ * problem of the same head dim, dtype and mask, then the backward timed. */
+extern const cli_case_ops cli_rerope_bwd_cases;
 
 /* Subcommands: each returns the process exit code (0 ok, 1 check failed or
  * runtime error, 2 bad usage). */

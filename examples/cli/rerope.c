@@ -492,25 +492,28 @@ typedef struct cli_rerope_case {
 
 static void case_free(void *c);
 
-static void *case_new(cli_env *env, const void *shape) {
-  const cli_rerope_shape *sh = shape;
-  cli_rerope_case *c = calloc(1, sizeof *c);
-  if (!c) return NULL;
-  run *r = &c->r;
-  r->o = (opts){.z = 1, .heads = sh->heads, .kv_heads = sh->kv_heads, .n = sh->n, .head_dim = sh->head_dim,
-                .window = sh->window, .seed = 1, .dtype = sh->dtype, .ref_limit = 2e9,
-                .causal = sh->causal};
+/* A run of the shape (heads, n, window as given), on the caller's device. */
+static bool case_run(run *r, cli_env *env, const cli_rerope_shape *sh, int heads, int n, int window,
+                     bool backward) {
+  r->o = (opts){.z = 1, .heads = heads, .kv_heads = sh->kv_heads, .n = n, .head_dim = sh->head_dim,
+                .window = window, .seed = 1, .dtype = sh->dtype, .ref_limit = 2e9,
+                .causal = sh->causal, .backward = backward};
   r->env = *env;
   r->borrowed_env = true;
   int g = 1;
   if (!cli_dtype(sh->dtype, &r->dt, &g) || r->dt > CLATTN_BF16) {
     fprintf(stderr, "clattn tune: bad rerope dtype %s\n", sh->dtype);
-    free(c);
-    return NULL;
+    return false;
   }
-  r->Z = 1, r->Hq = sh->heads, r->Hkv = sh->kv_heads ? sh->kv_heads : sh->heads;
-  r->Nq = r->Nk = sh->n, r->D = sh->head_dim;
-  if (!setup(r)) {
+  r->Z = 1, r->Hq = heads, r->Hkv = sh->kv_heads && heads == sh->heads ? sh->kv_heads : heads;
+  r->Nq = r->Nk = n, r->D = sh->head_dim;
+  return setup(r);
+}
+
+static void *case_new(cli_env *env, const void *shape) {
+  const cli_rerope_shape *sh = shape;
+  cli_rerope_case *c = calloc(1, sizeof *c);
+  if (c && !case_run(&c->r, env, sh, sh->heads, sh->n, sh->window, false)) {
     case_free(c);
     return NULL;
   }
@@ -558,3 +561,77 @@ static void case_describe(const void *shape, char *buf, size_t n) {
 }
 
 const cli_case_ops cli_rerope_cases = {case_new, case_check, case_time, case_free, case_describe, case_kernels};
+
+/* The backward's cases: the timed run of the shape and a check run of two
+ * heads and 256 positions (window scaled, at least 1 below N: band edges),
+ * small enough for the full CPU reference; the kernels the planner picks
+ * depend on the head dim, dtype, mask and form, not on the lengths. */
+typedef struct cli_rerope_bwd_case {
+  run r, small;
+} cli_rerope_bwd_case;
+
+static void bwd_case_free(void *cv) {
+  cli_rerope_bwd_case *c = cv;
+  if (!c) return;
+  teardown(&c->r);
+  teardown(&c->small);
+  free(c);
+}
+
+static void *bwd_case_new(cli_env *env, const void *shape) {
+  const cli_rerope_shape *sh = shape;
+  cli_rerope_bwd_case *c = calloc(1, sizeof *c);
+  if (c) c->r.borrowed_env = c->small.borrowed_env = true; /* teardown of a run not set up */
+  const int n = sh->n < 256 ? sh->n : 256;
+  int w = (int)((long)sh->window * n / sh->n);
+  if (w < 1 && sh->window > 0) w = 1;
+  if (c && !(case_run(&c->r, env, sh, sh->heads, sh->n, sh->window, true) &&
+             case_run(&c->small, env, sh, 2, n, w, true))) {
+    bwd_case_free(c);
+    return NULL;
+  }
+  return c;
+}
+
+/* Forward then backward (it reads the forward's o and lse). */
+static clattn_status fwd_bwd(run *r) {
+  cl_event ev = NULL;
+  clattn_status s = fwd(r, &ev);
+  if (ev) clReleaseEvent(ev);
+  ev = NULL;
+  if (s == CLATTN_SUCCESS) s = bwd(r, &ev);
+  if (ev) clReleaseEvent(ev);
+  if (s == CLATTN_SUCCESS && clFinish(r->env.queue) != CL_SUCCESS) s = CLATTN_OPENCL_ERROR;
+  return s;
+}
+
+static bool bwd_case_check(void *cv, char *why, size_t n) {
+  cli_rerope_bwd_case *c = cv;
+  clattn_status s = fwd_bwd(&c->small);
+  if (s == CLATTN_SUCCESS) s = fwd_bwd(&c->r); /* the timed run's o and lse for its backward */
+  if (s != CLATTN_SUCCESS)
+    return snprintf(why, n, "%s: %s", clattn_status_string(s), clattn_last_error()), false;
+  quiet_checks = true;
+  const bool ok = check_full(&c->small, 1.0 / sqrt((double)c->small.D));
+  quiet_checks = false;
+  if (!ok) snprintf(why, n, "the gradients are out of tolerance (above)");
+  return ok;
+}
+
+static double bwd_case_time(void *cv, int warmup, int repeat) {
+  cli_rerope_bwd_case *c = cv;
+  c->r.o.warmup = warmup;
+  c->r.o.repeat = repeat;
+  return time_op(&c->r, bwd, "rerope bwd");
+}
+
+static const char *bwd_case_kernels(void *cv) { return path_name(&((cli_rerope_bwd_case *)cv)->r, 1); }
+
+static void bwd_case_describe(const void *shape, char *buf, size_t n) {
+  const cli_rerope_shape *s = shape;
+  snprintf(buf, n, "rerope bwd H=%d N=%d D=%d W=%d %s%s", s->heads, s->n, s->head_dim, s->window,
+           s->dtype, s->causal ? " causal" : "");
+}
+
+const cli_case_ops cli_rerope_bwd_cases = {bwd_case_new,      bwd_case_check,   bwd_case_time,
+                                           bwd_case_free,     bwd_case_describe, bwd_case_kernels};

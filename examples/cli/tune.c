@@ -140,6 +140,28 @@ static const knob rerope_knobs[] = {
 };
 static const knob rerope_quick_knobs[] = {{"rerope_block_n", 2, {8, 32}, "portable"}};
 
+/* ------------------------------------------------------------------ rerope-bwd (the backward) */
+
+static const cli_rerope_shape rerope_bwd_shapes[] = {
+    {.heads = 32, .n = 4096, .head_dim = 128, .window = 1024, .dtype = "f16", .causal = true},
+    {.heads = 32, .n = 4096, .head_dim = 64, .window = 1024, .dtype = "f16", .causal = true},
+};
+static const cli_rerope_shape rerope_bwd_cpu_shapes[] = {
+    {.heads = 4, .n = 512, .head_dim = 64, .window = 128, .dtype = "f32", .causal = true},
+};
+static const cli_rerope_shape rerope_bwd_quick_shapes[] = {
+    {.heads = 2, .n = 96, .head_dim = 32, .window = 17, .dtype = "f16", .causal = true},
+};
+/* the two-phase kernels' tiles and forms (lib/rerope.c plan_phased); the
+ * portable backward shares the forward family's tiles */
+static const knob rerope_bwd_knobs[] = {
+    {"rerope_bwd_qring", 2, {1, 2}, "tensor cores"},
+    {"rerope_bwd_block_m", 3, {16, 32, 64}, "tensor cores"},
+    {"rerope_bwd_block_n", 2, {32, 64}, "tensor cores"},
+    {"rerope_bwd_stages", 2, {1, 2}, "tensor cores"},
+};
+static const knob rerope_bwd_quick_knobs[] = {{"rerope_bwd_block_m", 2, {16, 32}, "tensor cores"}};
+
 #define N(a) ((int)(sizeof a / sizeof a[0]))
 #define SHAPES(f) {f##_shapes, f##_quick_shapes, f##_cpu_shapes}, {N(f##_shapes), N(f##_quick_shapes), N(f##_cpu_shapes)}
 #define KNOBS(f) {f##_knobs, f##_quick_knobs}, {N(f##_knobs), N(f##_quick_knobs)}
@@ -147,6 +169,7 @@ static const family families[] = {
     {"decode", &cli_decode_cases, sizeof(cli_decode_shape), SHAPES(decode), KNOBS(decode)},
     {"merge", &cli_merge_cases, sizeof(cli_merge_shape), SHAPES(merge), KNOBS(merge)},
     {"rerope", &cli_rerope_cases, sizeof(cli_rerope_shape), SHAPES(rerope), KNOBS(rerope)},
+    {"rerope-bwd", &cli_rerope_bwd_cases, sizeof(cli_rerope_shape), SHAPES(rerope_bwd), KNOBS(rerope_bwd)},
     {"quant", &cli_quant_cases, sizeof(cli_quant_shape), SHAPES(quant), KNOBS(quant)},
 };
 #undef SHAPES
@@ -326,7 +349,8 @@ static const char *usage =
     "table row and any override file); a value is kept when it is at least 2% faster on\n"
     "the mean of the shapes. With CLATTN_PORTABLE=1 the portable kernels are tuned.\n"
     "Families: decode (the split plan and the kernels' shape), merge, rerope (the\n"
-    "forward's tiles), quant (the K/V cache kernels); all: each in turn.\n"
+    "forward's tiles), rerope-bwd (the tensor-core backward's tiles and forms), quant\n"
+    "(the K/V cache kernels); all: each in turn.\n"
     "--quick: small shapes and a few candidates. A CPU device gets smaller shapes.\n"
     "\n"
     "example: clattn tune --family decode";
@@ -336,7 +360,7 @@ int cli_tune(int argc, char **argv) {
   bool quick = false, dry = false;
   int repeat = 0;
   cli_flag flags[] = {
-      {"family", FLAG_STR, &fam, "decode, merge, rerope, quant or all"},
+      {"family", FLAG_STR, &fam, "decode, merge, rerope, rerope-bwd, quant or all"},
       {"device", FLAG_STR, &device, "device index or name substring (default $CLATTN_DEVICE)"},
       {"quick", FLAG_BOOL, &quick, "small shapes and a few candidates (a check that the tuner works)"},
       {"repeat", FLAG_INT, &repeat, "timed runs per shape and candidate (0: 10, --quick 3)"},
