@@ -575,7 +575,7 @@ CLATTN_API clattn_status clattn_decode_multi(const clattn_decode_multi_params *p
  * band-edge tiles both. On NVIDIA, f16/bf16 inputs with a contiguous head dim
  * and 16-byte aligned rows (offsets and strides multiples of 8 elements, row
  * strides below 2^23 elements) run on tensor cores (head dims multiple of 16
- * up to 256; the on-the-fly rotary backward up to 64); everything else on
+ * up to 256; the on-the-fly rotary backward up to 128); everything else on
  * the portable kernels. */
 typedef struct clattn_rerope_params {
   clattn_tensor q1;        /* [Z, Hq, Nq, D] queries for pairs inside the window */
