@@ -520,13 +520,22 @@ static void *case_new(cli_env *env, const void *shape) {
   return c;
 }
 
-static bool case_check(void *cv, char *why, size_t n) {
-  cli_rerope_case *c = cv;
-  run *r = &c->r;
+/* The forward (and with `backward` the backward) run once and finished. */
+static clattn_status run_once(run *r, bool backward) {
   cl_event ev = NULL;
   clattn_status s = fwd(r, &ev);
   if (ev) clReleaseEvent(ev);
+  ev = NULL;
+  if (s == CLATTN_SUCCESS && backward) s = bwd(r, &ev);
+  if (ev) clReleaseEvent(ev);
   if (s == CLATTN_SUCCESS && clFinish(r->env.queue) != CL_SUCCESS) s = CLATTN_OPENCL_ERROR;
+  return s;
+}
+
+/* A tuner case's check of run r after status s: the failure, or the
+ * comparison with the CPU reference (in full where it is small enough, else
+ * sampled rows of the forward) without its report lines; why says what failed. */
+static bool checked(run *r, clattn_status s, char *why, size_t n) {
   if (s != CLATTN_SUCCESS)
     return snprintf(why, n, "%s: %s", clattn_status_string(s), clattn_last_error()), false;
   const double scale = 1.0 / sqrt((double)r->D);
@@ -534,15 +543,26 @@ static bool case_check(void *cv, char *why, size_t n) {
   quiet_checks = true;
   const bool ok = macs <= r->o.ref_limit ? check_full(r, scale) : check_rows(r, scale);
   quiet_checks = false;
-  if (!ok) snprintf(why, n, "the forward is out of tolerance (above)");
+  if (!ok)
+    snprintf(why, n, "the %s is out of tolerance (above)", r->o.backward ? "backward" : "forward");
   return ok;
 }
 
+/* A tuner case's time of op on run r. */
+static double timed(run *r, int warmup, int repeat, clattn_status (*op)(run *, cl_event *),
+                    const char *label) {
+  r->o.warmup = warmup;
+  r->o.repeat = repeat;
+  return time_op(r, op, label);
+}
+
+static bool case_check(void *cv, char *why, size_t n) {
+  run *r = &((cli_rerope_case *)cv)->r;
+  return checked(r, run_once(r, false), why, n);
+}
+
 static double case_time(void *cv, int warmup, int repeat) {
-  cli_rerope_case *c = cv;
-  c->r.o.warmup = warmup;
-  c->r.o.repeat = repeat;
-  return time_op(&c->r, fwd, "rerope fwd");
+  return timed(&((cli_rerope_case *)cv)->r, warmup, repeat, fwd, "rerope fwd");
 }
 
 static const char *case_kernels(void *cv) { return path_name(&((cli_rerope_case *)cv)->r, 0); }
@@ -593,36 +613,16 @@ static void *bwd_case_new(cli_env *env, const void *shape) {
   return c;
 }
 
-/* Forward then backward (it reads the forward's o and lse). */
-static clattn_status fwd_bwd(run *r) {
-  cl_event ev = NULL;
-  clattn_status s = fwd(r, &ev);
-  if (ev) clReleaseEvent(ev);
-  ev = NULL;
-  if (s == CLATTN_SUCCESS) s = bwd(r, &ev);
-  if (ev) clReleaseEvent(ev);
-  if (s == CLATTN_SUCCESS && clFinish(r->env.queue) != CL_SUCCESS) s = CLATTN_OPENCL_ERROR;
-  return s;
-}
-
 static bool bwd_case_check(void *cv, char *why, size_t n) {
   cli_rerope_bwd_case *c = cv;
-  clattn_status s = fwd_bwd(&c->small);
-  if (s == CLATTN_SUCCESS) s = fwd_bwd(&c->r); /* the timed run's o and lse for its backward */
-  if (s != CLATTN_SUCCESS)
-    return snprintf(why, n, "%s: %s", clattn_status_string(s), clattn_last_error()), false;
-  quiet_checks = true;
-  const bool ok = check_full(&c->small, 1.0 / sqrt((double)c->small.D));
-  quiet_checks = false;
-  if (!ok) snprintf(why, n, "the gradients are out of tolerance (above)");
-  return ok;
+  if (!checked(&c->small, run_once(&c->small, true), why, n)) return false;
+  const clattn_status s = run_once(&c->r, true); /* the timed run's o and lse, for its backward */
+  return s == CLATTN_SUCCESS ||
+         (snprintf(why, n, "%s: %s", clattn_status_string(s), clattn_last_error()), false);
 }
 
 static double bwd_case_time(void *cv, int warmup, int repeat) {
-  cli_rerope_bwd_case *c = cv;
-  c->r.o.warmup = warmup;
-  c->r.o.repeat = repeat;
-  return time_op(&c->r, bwd, "rerope bwd");
+  return timed(&((cli_rerope_bwd_case *)cv)->r, warmup, repeat, bwd, "rerope bwd");
 }
 
 static const char *bwd_case_kernels(void *cv) { return path_name(&((cli_rerope_bwd_case *)cv)->r, 1); }
