@@ -448,7 +448,7 @@ typedef struct clattn_rr_plan {
   int stages;         /* tensor-core forward: key tiles in flight + 1 (-DSTAGES), else 0 */
   int mt;             /* tensor-core forward: 16-row blocks per warp (-DMT), else 0 */
   int nsl;            /* tensor-core backward, D > 64: column slices (-DNSL; grid z = Z nsl), else 0 */
-  int phased;         /* tensor-core backward, D > 64: the two-phase kernels (-DPHASED), else 0 */
+  int phased;         /* tensor-core backward, D <= 128: the two-phase kernels (-DPHASED), else 0 */
   int qring;          /* ... their dk/dv with a ring of query tiles (-DQRING) */
 } clattn_rr_plan;
 

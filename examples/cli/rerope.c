@@ -492,10 +492,10 @@ typedef struct cli_rerope_case {
 
 static void case_free(void *c);
 
-/* A run of the shape (heads, n, window as given), on the caller's device. */
-static bool case_run(run *r, cli_env *env, const cli_rerope_shape *sh, int heads, int n, int window,
-                     bool backward) {
-  r->o = (opts){.z = 1, .heads = heads, .kv_heads = sh->kv_heads, .n = n, .head_dim = sh->head_dim,
+/* A run of the shape (heads, KV heads, n, window as given), on the caller's device. */
+static bool case_run(run *r, cli_env *env, const cli_rerope_shape *sh, int heads, int kv_heads, int n,
+                     int window, bool backward) {
+  r->o = (opts){.z = 1, .heads = heads, .kv_heads = kv_heads, .n = n, .head_dim = sh->head_dim,
                 .window = window, .seed = 1, .dtype = sh->dtype, .ref_limit = 2e9,
                 .causal = sh->causal, .backward = backward};
   r->env = *env;
@@ -505,7 +505,7 @@ static bool case_run(run *r, cli_env *env, const cli_rerope_shape *sh, int heads
     fprintf(stderr, "clattn tune: bad rerope dtype %s\n", sh->dtype);
     return false;
   }
-  r->Z = 1, r->Hq = heads, r->Hkv = sh->kv_heads && heads == sh->heads ? sh->kv_heads : heads;
+  r->Z = 1, r->Hq = heads, r->Hkv = kv_heads ? kv_heads : heads;
   r->Nq = r->Nk = n, r->D = sh->head_dim;
   return setup(r);
 }
@@ -513,7 +513,7 @@ static bool case_run(run *r, cli_env *env, const cli_rerope_shape *sh, int heads
 static void *case_new(cli_env *env, const void *shape) {
   const cli_rerope_shape *sh = shape;
   cli_rerope_case *c = calloc(1, sizeof *c);
-  if (c && !case_run(&c->r, env, sh, sh->heads, sh->n, sh->window, false)) {
+  if (c && !case_run(&c->r, env, sh, sh->heads, sh->kv_heads, sh->n, sh->window, false)) {
     case_free(c);
     return NULL;
   }
@@ -532,12 +532,17 @@ static clattn_status run_once(run *r, bool backward) {
   return s;
 }
 
+/* Whether s is success; else why says what failed. */
+static bool ran(clattn_status s, char *why, size_t n) {
+  if (s != CLATTN_SUCCESS) snprintf(why, n, "%s: %s", clattn_status_string(s), clattn_last_error());
+  return s == CLATTN_SUCCESS;
+}
+
 /* A tuner case's check of run r after status s: the failure, or the
  * comparison with the CPU reference (in full where it is small enough, else
  * sampled rows of the forward) without its report lines; why says what failed. */
 static bool checked(run *r, clattn_status s, char *why, size_t n) {
-  if (s != CLATTN_SUCCESS)
-    return snprintf(why, n, "%s: %s", clattn_status_string(s), clattn_last_error()), false;
+  if (!ran(s, why, n)) return false;
   const double scale = 1.0 / sqrt((double)r->D);
   const double macs = (double)r->Z * r->Hq * r->Nq * r->Nk * r->D;
   quiet_checks = true;
@@ -582,10 +587,13 @@ static void case_describe(const void *shape, char *buf, size_t n) {
 
 const cli_case_ops cli_rerope_cases = {case_new, case_check, case_time, case_free, case_describe, case_kernels};
 
-/* The backward's cases: the timed run of the shape and a check run of two
- * heads and 256 positions (window scaled, at least 1 below N: band edges),
- * small enough for the full CPU reference; the kernels the planner picks
- * depend on the head dim, dtype, mask and form, not on the lengths. */
+/* The backward's cases: the timed run of the shape, its forward run once
+ * when made (the backward reads its o and lse; the family's knobs do not
+ * change the forward), and a check run of one or two KV heads with the
+ * shape's group size and 256 positions (window scaled, at least 1 below N:
+ * band edges), small enough for the full CPU reference; the kernels the
+ * planner picks depend on the head dim, dtype, mask and form, not on the
+ * lengths. */
 typedef struct cli_rerope_bwd_case {
   run r, small;
 } cli_rerope_bwd_case;
@@ -605,8 +613,13 @@ static void *bwd_case_new(cli_env *env, const void *shape) {
   const int n = sh->n < 256 ? sh->n : 256;
   int w = (int)((long)sh->window * n / sh->n);
   if (w < 1 && sh->window > 0) w = 1;
-  if (c && !(case_run(&c->r, env, sh, sh->heads, sh->n, sh->window, true) &&
-             case_run(&c->small, env, sh, 2, n, w, true))) {
+  const int kv = sh->kv_heads && sh->kv_heads < sh->heads ? 1 : 2;
+  const int heads = sh->kv_heads ? sh->heads / sh->kv_heads * kv : 2;
+  char why[256] = "";
+  if (c && !(case_run(&c->r, env, sh, sh->heads, sh->kv_heads, sh->n, sh->window, true) &&
+             case_run(&c->small, env, sh, heads, kv, n, w, true) &&
+             ran(run_once(&c->r, false), why, sizeof why))) {
+    if (why[0]) fprintf(stderr, "clattn tune: the forward: %s\n", why);
     bwd_case_free(c);
     return NULL;
   }
@@ -615,10 +628,7 @@ static void *bwd_case_new(cli_env *env, const void *shape) {
 
 static bool bwd_case_check(void *cv, char *why, size_t n) {
   cli_rerope_bwd_case *c = cv;
-  if (!checked(&c->small, run_once(&c->small, true), why, n)) return false;
-  const clattn_status s = run_once(&c->r, true); /* the timed run's o and lse, for its backward */
-  return s == CLATTN_SUCCESS ||
-         (snprintf(why, n, "%s: %s", clattn_status_string(s), clattn_last_error()), false);
+  return checked(&c->small, run_once(&c->small, true), why, n);
 }
 
 static double bwd_case_time(void *cv, int warmup, int repeat) {
