@@ -200,13 +200,21 @@ void clattn_feature_options(const clattn_context *ctx, char *buf, size_t size) {
   unsigned sm = 0;
   if (sscanf(ctx->profile.arch, "nvidia-sm%u", &sm) != 1) sm = 0;
   snprintf(buf, size,
-           " -DCLATTN_NV_PTX=%d -DCLATTN_NV_SM=%u -DCLATTN_AMD=%d -DCLATTN_SIMD=%u -DCLATTN_FP64=%d",
-           clattn_nv_ptx_active(ctx), sm, fast_paths() && ctx->profile.has_amd_builtins,
-           ctx->profile.simd_width, ctx->profile.has_fp64);
+           " -DCLATTN_NV_PTX=%d -DCLATTN_NV_SM=%u -DCLATTN_NV_WGMMA=%d -DCLATTN_AMD=%d -DCLATTN_SIMD=%u"
+           " -DCLATTN_FP64=%d",
+           clattn_nv_ptx_active(ctx), sm, clattn_nv_ptx_active(ctx) && sm == 90,
+           fast_paths() && ctx->profile.has_amd_builtins, ctx->profile.simd_width,
+           ctx->profile.has_fp64);
 }
 
 bool clattn_nv_ptx_active(const clattn_context *ctx) {
   return fast_paths() && ctx->profile.has_nv_ptx;
+}
+
+/* sm_90 only: sm_90a's wgmma is not in later architectures. */
+bool clattn_nv_wgmma_active(const clattn_context *ctx) {
+  return clattn_nv_ptx_active(ctx) && strcmp(ctx->profile.arch, "nvidia-sm90") == 0 &&
+         !atomic_load(&ctx->wgmma_failed);
 }
 
 static atomic_int forced_path; /* clattn_force_path */

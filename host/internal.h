@@ -165,6 +165,9 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(rerope_stages, 0, 4, 0, "tensor-core forward: key tiles in the ring (>= 2; 0: 2)")          \
   X(rerope_warp_blocks, 0, 2, 0, "tensor-core forward: 16-row query blocks per warp (0: 1)")      \
   X(rerope_mma_block_n, 0, 64, 1, "tensor-core forward: keys per tile (32 or 64; 0: 64)")        \
+  X(rerope_wgmma, 0, 2, 0, "tensor-core forward: warpgroup MMA (0: on sm_90 up to D = 128; 1 never; 2 also through the emulation)") \
+  X(rerope_wgmma_wg, 0, 256, 1, "warpgroup MMA forward: work-items per group, 128 per 64 query rows (0: 256)") \
+  X(rerope_wgmma_block_n, 0, 128, 1, "warpgroup MMA forward: keys per tile (0: 64 where the ring's tiles fit, else 32)") \
   X(rerope_bwd_cols, 0, 256, 0, "tensor-core backward, D > 64: most gradient columns per work-group (0: all)") \
   X(rerope_bwd_phases, 0, 1, 0, "tensor-core backward: 0 the two-phase kernels up to D = 128 where their tiles fit; 1 the one-pass kernels (above D = 64 the rows' fragments from global memory)") \
   X(rerope_bwd_block_m, 0, 64, 1, "two-phase backward: dk/dv's query rows per tile (0: the most the local memory holds, up to 64)") \
@@ -242,6 +245,7 @@ struct clattn_context {
   bool owns_cl; /* created by clattn_context_create_default */
   cl_mem scratch; /* 4 KiB the kernels may write when the caller passes no error flag */
   _Atomic uint64_t decode_tag; /* decode's one-launch merge: the last call's ticket tag (48 bits) */
+  atomic_bool wgmma_failed; /* a program through the PTX route failed to build: plans avoid it */
 };
 
 /* A ticket tag no earlier decode call of ctx used: 48 bits, never 0. */
@@ -254,6 +258,9 @@ void clattn_log(const clattn_context *ctx, clattn_log_level level, const char *f
 void clattn_feature_options(const clattn_context *ctx, char *buf, size_t size);
 /* The device's inline PTX fast paths are on (NVIDIA, CLATTN_PORTABLE unset). */
 bool clattn_nv_ptx_active(const clattn_context *ctx);
+/* ... and warpgroup MMA through the PTX route (sm_90; cl/wgmma.clh), not
+ * found broken on this context's device. */
+bool clattn_nv_wgmma_active(const clattn_context *ctx);
 
 /* Test hook (process-wide) for the operations with tensor-core kernels
  * (decode, ReRoPE): 0 auto; 1 portable kernels only; 2 tensor-core kernels,
@@ -266,6 +273,11 @@ clattn_status clattn_decode_build_options(clattn_context *ctx, const clattn_deco
 int clattn_forced_path(void);
 
 /* ------------------------------------------------------------------ files (program.c) */
+
+/* The PTX route's edit of n bytes of PTX (host/program.c, cl/wgmma.clh): the
+ * "// CLATTN_PTX " markers removed, ".target sm_90" raised to sm_90a; NUL
+ * terminated, the caller frees; NULL when out of memory. */
+char *clattn_ptx_patched(const char *ptx, size_t n);
 
 typedef enum clattn_read_result {
   READ_OK,
@@ -450,6 +462,7 @@ typedef struct clattn_rr_plan {
   int nsl;            /* tensor-core backward, D > 64: column slices (-DNSL; grid z = Z nsl), else 0 */
   int phased;         /* tensor-core backward, D <= 128: the two-phase kernels (-DPHASED), else 0 */
   int qring;          /* ... their dk/dv with a ring of query tiles (-DQRING) */
+  int wgmma;          /* tensor-core forward: warpgroup MMA (-DRR_WG, cl/wgmma.clh) */
 } clattn_rr_plan;
 
 /* Chooses kernels and tiles; `views` are the tensors the kernels read with

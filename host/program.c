@@ -5,6 +5,7 @@
  * kernel arguments and checked launches. */
 #include "internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -398,6 +399,73 @@ static clattn_status full_options(const clattn_context *ctx, const char *file, c
   return CLATTN_SUCCESS;
 }
 
+/* The PTX route (cl/wgmma.clh): NVIDIA's OpenCL compiler targets sm_90 and
+ * refuses sm_90a's instructions, which kernels write as inline asm comments
+ * "// CLATTN_PTX ...". Where the built program's PTX holds such a marker,
+ * the markers are removed, the target raised to sm_90a, and the program
+ * rebuilt from that PTX (*prog replaced). Programs without markers are kept
+ * as built. A failure names the program; the caller's plans then avoid the
+ * route (clattn_nv_wgmma_active). */
+static const char PTX_MARK[] = "// CLATTN_PTX ";
+
+char *clattn_ptx_patched(const char *ptx, size_t n) {
+  char *out = malloc(n + 2), *o = out;
+  if (!out) return NULL;
+  for (const char *c = ptx, *end = ptx + n; c < end && *c;) {
+    if ((size_t)(end - c) >= sizeof PTX_MARK - 1 && !memcmp(c, PTX_MARK, sizeof PTX_MARK - 1)) {
+      c += sizeof PTX_MARK - 1;
+    } else if ((size_t)(end - c) > 13 && !memcmp(c, ".target sm_90", 13) && c[13] != 'a' &&
+               !isdigit((unsigned char)c[13])) {
+      memcpy(o, ".target sm_90a", 14);
+      o += 14;
+      c += 13;
+    } else {
+      *o++ = *c++;
+    }
+  }
+  *o = '\0';
+  return out;
+}
+
+static clattn_status ptx_route(clattn_context *ctx, const char *file, const char *options,
+                               cl_program *prog) {
+  size_t n = 0;
+  if (clGetProgramInfo(*prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) != CL_SUCCESS || !n)
+    return CLATTN_SUCCESS;
+  char *ptx = malloc(n + 1);
+  if (!ptx) return clattn_fail(CLATTN_OUT_OF_MEMORY, "%s: PTX", file);
+  if (clGetProgramInfo(*prog, CL_PROGRAM_BINARIES, sizeof ptx, &ptx, NULL) != CL_SUCCESS) {
+    free(ptx);
+    return CLATTN_SUCCESS;
+  }
+  ptx[n] = '\0';
+  if (!strstr(ptx, PTX_MARK)) {
+    free(ptx);
+    return CLATTN_SUCCESS;
+  }
+  char *edited = clattn_ptx_patched(ptx, n);
+  free(ptx);
+  if (!edited) return clattn_fail(CLATTN_OUT_OF_MEMORY, "%s: PTX", file);
+  const size_t len = strlen(edited);
+  const unsigned char *bin = (const unsigned char *)edited;
+  cl_int st = CL_SUCCESS, err = CL_SUCCESS;
+  cl_program p = clCreateProgramWithBinary(ctx->cl, 1, &ctx->device, &len, &bin, &st, &err);
+  free(edited);
+  if (err == CL_SUCCESS) err = st;
+  if (err == CL_SUCCESS) err = clBuildProgram(p, 1, &ctx->device, options, NULL, NULL);
+  if (err != CL_SUCCESS) {
+    char *log = p ? build_log(ctx, p) : NULL;
+    clattn_status s = clattn_fail(CLATTN_BUILD_ERROR, "building %s with [%s] through the sm_90a PTX route failed: %s (%d)\n%.4000s",
+                                  file, options, clattn_cl_error_name(err), (int)err, log ? log : "(no log)");
+    free(log);
+    if (p) clReleaseProgram(p);
+    return s;
+  }
+  clReleaseProgram(*prog);
+  *prog = p;
+  return CLATTN_SUCCESS;
+}
+
 /* Builds the program of `file` with the full `options`: from the disk cache
  * when its entry is good, else from source (storing the entry). Runs with
  * no lock held; the "building" and "built" debug messages bracket it. */
@@ -454,6 +522,14 @@ static clattn_status build(clattn_context *ctx, const char *file, const char *op
     free(key);
     clReleaseProgram(prog);
     return s;
+  }
+  if (clattn_nv_ptx_active(ctx)) {
+    const clattn_status rs = ptx_route(ctx, file, options, &prog);
+    if (rs != CLATTN_SUCCESS) {
+      free(key);
+      clReleaseProgram(prog);
+      return rs;
+    }
   }
   if (store) save_program(ctx, prog, path, key);
   free(key);

@@ -154,7 +154,7 @@ static size_t compile_all(const char *clang, const char *cpu, int simd, bool opt
     const char *nvptx[] = {"-target", "nvptx64-nvidia-nvcl", "-Xclang", "-target-cpu", "-Xclang", "sm_90",
                            "-Xclang", "-cl-ext=+cl_khr_int64_base_atomics", "-Dasm=__asm__",
                            "-DCLATTN_AMD=0", "-DCLATTN_SIMD=32", "-DCLATTN_NV_PTX=1", "-DCLATTN_NV_SM=90",
-                           "-fsyntax-only"};
+                           "-DCLATTN_NV_WGMMA=1", "-fsyntax-only"};
     const char **own = nv ? nvptx : amd;
     const size_t nown = nv ? sizeof nvptx / sizeof nvptx[0] : sizeof amd / sizeof amd[0];
     char *opts = strdup(vars[i].options);

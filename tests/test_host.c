@@ -584,6 +584,27 @@ static void test_threads(void) {
   free(q), free(k), free(v), free(o_ref), free(o);
 }
 
+/* The PTX route's edit (host/program.c): markers removed wherever they sit,
+ * the target raised to sm_90a once (already sm_90a, or sm_90 as a prefix of
+ * another number, kept), the rest byte for byte. */
+static void test_ptx_route_edit(void) {
+  static const char in[] = ".version 9.0\n.target sm_90, texmode_independent\n"
+                           "\t// CLATTN_PTX wgmma.fence.sync.aligned;\n"
+                           "\tmov.u32 %r1, 0; // CLATTN_PTX {wgmma.commit_group.sync.aligned;}\n"
+                           "\t// a plain comment\n";
+  static const char want[] = ".version 9.0\n.target sm_90a, texmode_independent\n"
+                             "\twgmma.fence.sync.aligned;\n"
+                             "\tmov.u32 %r1, 0; {wgmma.commit_group.sync.aligned;}\n"
+                             "\t// a plain comment\n";
+  char *out = clattn_ptx_patched(in, sizeof in - 1);
+  CU_ASSERT_STRING_EQUAL(out, want);
+  free(out);
+  static const char kept[] = ".target sm_90a\n.target sm_900\n// CLATTN_PTX";
+  out = clattn_ptx_patched(kept, sizeof kept - 1);
+  CU_ASSERT_STRING_EQUAL(out, ".target sm_90a\n.target sm_900\n// CLATTN_PTX");
+  free(out);
+}
+
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("host", fixture_init, fixture_cleanup);
@@ -598,6 +619,7 @@ int main(void) {
   CU_add_test(s, "tuning origins, foreign files, set and write", test_tuning_origins);
   CU_add_test(s, "program cache: memory and disk", test_program_cache);
   CU_add_test(s, "embedded kernel sources are complete", test_embedded_sources);
+  CU_add_test(s, "PTX route: markers and target", test_ptx_route_edit);
   CU_add_test(s, "build errors carry the log", test_build_error);
   CU_add_test(s, "two threads, one context", test_threads);
   return run_suites();

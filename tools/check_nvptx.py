@@ -9,6 +9,10 @@ it is linked and inlined before llc, so the counts are close to, not equal
 to, what NVIDIA's OpenCL compiler produces.
 
   tools/check_nvptx.py cl/rerope.cl "-DDT=f16 -DD=64 -DRR_MMA=1 ..." [--ptx out.ptx]
+
+Kernels with "// CLATTN_PTX" markers (warpgroup MMA, cl/wgmma.clh) are
+assembled as host/program.c's PTX route loads them: the markers removed,
+the target raised to sm_90a.
 """
 import argparse, os, re, subprocess, sys, tempfile
 
@@ -103,9 +107,15 @@ def main():
         run(['llc-16', '-O3', '-mcpu=' + a.arch, '-mattr=+ptx78', os.path.join(tmp, 'o.bc'), '-o', ptx])
         # llc-16 writes PTX 7.8; the bulk copies' inline PTX (sm_90) needs 8.0
         text = open(ptx).read()
-        if 'cp.async.bulk' in text:
-            open(ptx, 'w').write(re.sub(r'^\.version 7\.8$', '.version 8.0', text, flags=re.M))
-        print(run([a.ptxas, '-arch=' + a.arch, '-v', ptx, '-o', os.path.join(tmp, 'k.o')]))
+        arch = a.arch
+        if 'cp.async.bulk' in text or '// CLATTN_PTX ' in text:
+            text = re.sub(r'^\.version 7\.8$', '.version 8.0', text, flags=re.M)
+        if '// CLATTN_PTX ' in text:  # host/program.c's PTX route: sm_90a instructions
+            text = text.replace('// CLATTN_PTX ', '')
+            text = re.sub(r'^\.target sm_90(?![0-9a])', '.target sm_90a', text, flags=re.M)
+            arch = 'sm_90a'
+        open(ptx, 'w').write(text)
+        print(run([a.ptxas, '-arch=' + arch, '-v', ptx, '-o', os.path.join(tmp, 'k.o')]))
 
 
 if __name__ == '__main__':
