@@ -139,6 +139,11 @@ clattn_rerope_fwd(RR_FWD_PARAMS) {
 #else /* RR_MMA */
 
 #define NB (BN / 8) /* n-blocks of 8 keys in a tile */
+#if RR_WG
+#define wg_proxy_fence_if() wg_proxy_fence()
+#else
+#define wg_proxy_fence_if() ((void)0)
+#endif
 #ifndef MT
 #define MT 1 /* blocks of 16 query rows per warp */
 #endif
@@ -146,9 +151,12 @@ clattn_rerope_fwd(RR_FWD_PARAMS) {
 #define STAGES 2
 #endif
 /* a stage holds one key tile of a pass: its K (K1 or K2) and V, BN rows each */
-#define STAGE_ELTS (2 * BN * LDS)
+#define STAGE_ELTS (2 * TILE_ELTS(BN))
 #if BM != 16 * MT * NW || BN % 16 || STAGES < 1 || STAGES * 2 * BN < BM
 #error "tensor-core forward: BM = 16 MT rows per warp, BN a multiple of 16, BM <= 2 BN STAGES"
+#endif
+#if RR_WG && (MT != 1 || D > 128)
+#error "warpgroup MMA forward: one row block per warp (a warpgroup's 64 rows), D <= 128"
 #endif
 
 /* The running row maximum moves only when a tile's maximum passes it by more
@@ -268,7 +276,7 @@ static inline int pass_next(int n0, int ps, rr_pass P, long qlo, long qhi,
 }
 
 /* Key tile n0 of pass ps into x: its K at x (pass 0 K1, on the fly
- * RoPE(k, tpos); pass 1 K2, on the fly k itself), V at x + BN LDS. */
+ * RoPE(k, tpos); pass 1 K2, on the fly k itself), V at x + TILE_ELTS(BN). */
 MMA_INLINE void stage_pass_tile(__global const ushort *K1, rr_view vk1, __global const ushort *K2,
                                 rr_view vk2, __global const ushort *V, rr_view vv, int z, int hk,
                                 int n0, int ps, __local ushort *x, __local const int *tpos,
@@ -281,7 +289,7 @@ MMA_INLINE void stage_pass_tile(__global const ushort *K1, rr_view vk1, __global
 #else
   mstage_raw(ps ? K2 : K1, ps ? vk2 : vk1, z, hk, n0, A.Nk, BN, x);
 #endif
-  mstage_raw(V, vv, z, hk, n0, A.Nk, BN, x + BN * LDS);
+  mstage_raw(V, vv, z, hk, n0, A.Nk, BN, x + TILE_ELTS(BN));
 }
 
 /* The score of query position pq and key j (position pk) in pass ps, or
@@ -293,6 +301,45 @@ static inline float pass_logit(float s, bool mixed, int ps, rr_pos pq, int j, rr
   return (j >= A.Nk || !rr_visible(pq, pk, A) || other) ? -INFINITY : s;
 }
 
+#if RR_WG
+/* V's descriptor offsets (MN-major, interleaved: the PTX ISA's leading offset
+ * along k, the stride offset along n); a build option can swap them, should a
+ * device read the ISA's table otherwise (a diagnosis for tools/gpu_session29.sh) */
+#ifndef WG_V_LBO
+#define WG_V_LBO (DB * 128)
+#define WG_V_SBO 128
+#endif
+/* Warpgroup MMA (cl/wgmma.clh): S = Q K^T of the warpgroup's 64 rows and the
+ * tile's BN keys in one chain of KB instructions (k-step kb: 16-byte chunks
+ * 2 kb, 2 kb + 1 of the key rows: K-major, leading offset 128 bytes between
+ * the chunks, stride offset DB 128 between groups of 8 keys) ... */
+MMA_INLINE void wg_scores(float4 *s, const uint4 *qf, __local const ushort *sk EMU_PARAM) {
+  wg_fence();
+  MMA_UNROLL
+  for (int kb = 0; kb < KB; kb++)
+    wg_mma_k(BN, s, qf[kb], sk, wg_desc(sk, TOFF(0, 2 * kb), 128, DB * 128), kb > 0);
+  wg_commit();
+  wg_wait();
+  wg_touch(s, NB);
+}
+/* ... and O += P V, P the probabilities s (rounded to the storage dtype) as
+ * A fragments, in BN / 16 instructions (k-step kk: keys 16 kk ..: MN-major,
+ * leading offset DB 128 bytes between groups of 8 keys, stride offset 128
+ * between 8-column blocks of the head dim). */
+MMA_INLINE void wg_pv(float4 *acc, const float4 *s, __local const ushort *sv EMU_PARAM) {
+  uint4 pa[BN / 16];
+  MMA_UNROLL
+  for (int kk = 0; kk < BN / 16; kk++) pa[kk] = afrag(s[2 * kk], s[2 * kk + 1]);
+  wg_fence();
+  MMA_UNROLL
+  for (int kk = 0; kk < BN / 16; kk++)
+    wg_mma_t(D, acc, pa[kk], sv, wg_desc(sv, TOFF(16 * kk, 0), WG_V_LBO, WG_V_SBO), 1);
+  wg_commit();
+  wg_wait();
+  wg_touch(acc, DB);
+}
+#endif
+
 /* The scores of this warp's MT row blocks (A fragments qf of the pass's Q,
  * row positions pq[2 mt], pq[2 mt + 1] for rows g, g + 8) against key tile
  * n0 of class cls (K at sk, positions skpos or NULL for j) in pass ps:
@@ -300,7 +347,11 @@ static inline float pass_logit(float s, bool mixed, int ps, rr_pos pq, int j, rr
 MMA_INLINE void pass_scores(float4 *s, int cls, int ps, int n0, const uint4 *qf,
                             __local const ushort *sk, __local const int *skpos, const rr_pos *pq,
                             rr_args A EMU_PARAM) {
+#if RR_WG
+  wg_scores(s, qf, sk EMU_ARG);
+#else
   qk_tile(s, qf, MT, sk EMU_ARG);
+#endif
   if (!tile_masked(cls, n0, A)) return; /* interior tiles (nearly all) */
   const int t = lane_id() & 3;
   const bool mixed = !(cls & (RR_IN | RR_OUT));
@@ -330,6 +381,9 @@ MMA_INLINE void tile_step(float4 *acc, float *mx, float *lsum, int cls, int ps, 
   MMA_UNROLL
   for (int mt = 0; mt < MT; mt++)
     softmax_tile(s + mt * NB, mx + 2 * mt, lsum + 2 * mt, acc + mt * DB, sl2 EMU_ARG);
+#if RR_WG
+  wg_pv(acc, s, sk + TILE_ELTS(BN) EMU_ARG);
+#else
   MMA_UNROLL
   for (int kk = 0; kk < BN / 16; kk++) {
     uint4 pa[MT];
@@ -337,6 +391,7 @@ MMA_INLINE void tile_step(float4 *acc, float *mx, float *lsum, int cls, int ps, 
     for (int mt = 0; mt < MT; mt++) pa[mt] = afrag(s[mt * NB + 2 * kk], s[mt * NB + 2 * kk + 1]);
     mma_rows_n(acc, pa, MT, sk + BN * LDS, kk EMU_ARG);
   }
+#endif
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
@@ -414,6 +469,7 @@ clattn_rerope_fwd(RR_FWD_PARAMS) {
       barrier(CLK_LOCAL_MEM_FENCE);
       stage_pass_tile(K1, vk1, K2, vk2, V, vv, z, hk, n0, ps, smem, skpos, A);
       copy_wait();
+      wg_proxy_fence_if();
       barrier(CLK_LOCAL_MEM_FENCE);
       tile_step(acc, mx, lsum, cls, ps, n0, qf, smem, skpos, pq, sl2, A EMU_ARG);
       n0 = pass_next(n0 + BN, ps, P, qlo, qhi, kpos, vkp, z, A);
@@ -434,6 +490,7 @@ clattn_rerope_fwd(RR_FWD_PARAMS) {
     int cur = 0;
     while (n0 < P.end) {
       copy_wait_groups(STAGES - 2); /* this lane's copies of tile n0 have landed */
+      wg_proxy_fence_if();          /* (warpgroup MMA reads them through the async proxy) */
       barrier(CLK_LOCAL_MEM_FENCE); /* ... everyone's; and the stage before is no longer read */
       int nxt = cur + STAGES - 1;
       if (nxt >= STAGES) nxt -= STAGES;

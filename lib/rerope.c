@@ -5,6 +5,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -271,6 +272,40 @@ static bool plan_phased(const clattn_context *ctx, const clattn_rr_problem *p, s
   return true;
 }
 
+/* The forward on warpgroup MMA (sm_90, or emulated where rerope_wgmma = 2),
+ * D <= 128: warpgroups of 64 query rows, two by default (128 rows share each
+ * key tile), one row block per warp; key tiles of 64 in a ring of 2 where
+ * they fit the local memory, else of 32 (D = 128 in NVIDIA's 48 KiB). Tiles
+ * are core matrices without padding: a row is 2 D bytes. */
+static bool plan_wgmma(const clattn_context *ctx, const clattn_rr_problem *p, bool emulate,
+                       size_t emu, clattn_rr_plan *pl) {
+  const clattn_tuning *tu = &ctx->tuning;
+  const int mode = tu->rerope_wgmma;
+  if (mode == 1 || p->D > 128 || !(clattn_nv_wgmma_active(ctx) || (mode == 2 && emulate)))
+    return false;
+  const size_t row = 2 * (size_t)p->D;
+  int wg = emulate ? 128 : tu->rerope_wgmma_wg >= 128 ? tu->rerope_wgmma_wg : 256;
+  if ((size_t)wg > ctx->profile.max_work_group_size) wg = 128;
+  const int stages = p->rotary ? 1 : tu->rerope_stages >= 2 ? tu->rerope_stages : 2;
+  const int bm = wg / 2;
+  const size_t fixed = 4 * ((size_t)bm + 128) + emu;
+  if (fixed >= ctx->profile.local_mem_bytes) return false;
+  const size_t budget = ctx->profile.local_mem_bytes - fixed;
+  int bn = tu->rerope_wgmma_block_n ? tu->rerope_wgmma_block_n : 64;
+  while (!tu->rerope_wgmma_block_n && bn > 32 && stages * 2 * bn * row > budget) bn /= 2;
+  if (bn < 16 || stages * 2 * bn * row > budget || stages * 2 * bn < bm) return false;
+  pl->mma = 1;
+  pl->wgmma = 1;
+  pl->emulate = emulate;
+  pl->wg = wg;
+  pl->ct = 8;
+  pl->mt = 1;
+  pl->bm = pl->q_rows = bm;
+  pl->bn = pl->k_rows = bn;
+  pl->stages = stages;
+  return true;
+}
+
 /* Tensor-core kernels, f16/bf16 with D a multiple of 16 up to 256: 4 warps
  * of 16 query rows (the m16n8k16 fragment height), key tiles of 64 (32 or
  * 16 for wide heads: registers and local memory). */
@@ -289,6 +324,7 @@ static bool plan_mma(const clattn_context *ctx, const clattn_rr_problem *p, clat
     return false;
   for (int i = 0; i < n_views; i++)
     if (!aligned16(views[i])) return false;
+  if (kind == CLATTN_RR_FWD && plan_wgmma(ctx, p, emulate, emu, pl)) return true;
   pl->mma = 1;
   pl->emulate = emulate;
   /* forward: the tuning row's work-group (16 query rows per warp) and key tile */
@@ -374,6 +410,7 @@ void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *pl, cha
   if (pl->nsl) snprintf(stages, sizeof stages, " -DNSL=%d -DFRAG_G=1", pl->nsl);
   if (pl->phased)
     snprintf(stages, sizeof stages, " -DPHASED=1 -DSTAGES=%d%s", pl->stages, pl->qring ? " -DQRING=1" : "");
+  if (pl->wgmma) snprintf(stages, sizeof stages, " -DRR_WG=1 -DSTAGES=%d -DMT=1", pl->stages);
   snprintf(buf, size, "-DDT=%s -DD=%d -DROTARY=%d -DBM=%d -DBN=%d -DWG=%d -DCT=%d -DRR_MMA=%d%s%s%s%s",
            clattn_dtype_cl(p->dtype), p->D, p->rotary, pl->bm, pl->bn, pl->wg, pl->ct, pl->mma,
            stages, p->q_pos ? " -DQPOS=1" : "", p->k_pos ? " -DKPOS=1" : "",
@@ -392,7 +429,17 @@ static clattn_status launch_fwd(clattn_context *ctx, cl_command_queue queue,
   clattn_rr_options(p, &pl, opts, sizeof opts);
   static const char *name = "clattn_rerope_fwd";
   cl_kernel k = NULL;
-  CLATTN_TRY(clattn_kernel_get(ctx, "rerope.cl", opts, name, &k));
+  clattn_status st = clattn_kernel_get(ctx, "rerope.cl", opts, name, &k);
+  if (st == CLATTN_BUILD_ERROR && pl.wgmma && !pl.emulate) {
+    /* the PTX route did not build on this driver: mma.sync from now on */
+    clattn_log(ctx, CLATTN_LOG_ERROR, "clattn: %s; the ReRoPE forward takes mma.sync instead",
+               clattn_last_error());
+    atomic_store(&ctx->wgmma_failed, true);
+    CLATTN_TRY(clattn_rr_plan_make(ctx, p, CLATTN_RR_FWD, views, 5, &pl));
+    clattn_rr_options(p, &pl, opts, sizeof opts);
+    st = clattn_kernel_get(ctx, "rerope.cl", opts, name, &k);
+  }
+  CLATTN_TRY(st);
   const clattn_tensor *ts[] = {t->q1, t->q2, t->k1, t->k2, t->v, t->o, t->lse, p->q_pos, p->k_pos};
   clattn_args a = clattn_args_begin(k);
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clattn_rr_arg(&a, ts[i]);
@@ -451,7 +498,7 @@ static const char *kernels_of(clattn_context *ctx, const clattn_rr_inputs *in,
       clattn_rr_plan_make(ctx, &pr, backward ? CLATTN_RR_BWD : CLATTN_RR_FWD, views, backward ? 6 : 5,
                           &pl) != CLATTN_SUCCESS)
     return NULL;
-  return pl.mma ? "tensor cores" : "portable";
+  return pl.wgmma ? "tensor cores (warpgroup MMA)" : pl.mma ? "tensor cores" : "portable";
 }
 
 const char *clattn_rerope_kernels(clattn_context *ctx, const clattn_rerope_params *params, int backward) {
@@ -536,7 +583,7 @@ void clattn_rerope_variants(clattn_variant_fn fn, void *priv) {
   memset(&p, 0, sizeof p);
   p.dtype = CLATTN_F16;
   p.D = 64;
-  clattn_rr_plan pl = {1, 1, 128, 32, 128, 8, 128, 64, 3, 2, 0, 0, 0};
+  clattn_rr_plan pl = {1, 1, 128, 32, 128, 8, 128, 64, 3, 2, 0, 0, 0, 0};
   clattn_rr_options(&p, &pl, opts, sizeof opts);
   fn(priv, "rerope.cl", opts);
   pl.bm = pl.bn = 32;
@@ -552,6 +599,24 @@ void clattn_rerope_variants(clattn_variant_fn fn, void *priv) {
   for (pl.nsl = 1; pl.nsl <= 2; pl.nsl++) {
     clattn_rr_options(&p, &pl, opts, sizeof opts);
     fn(priv, "rerope_bwd.cl", opts);
+  }
+  /* the forward on warpgroup MMA (emulated here; on nvptx64 with sm_90's
+   * macros the wgmma path): D = 128 in tiles of 32 keys, a ring of 2; bf16 D =
+   * 64 on the fly, one stage of 64 */
+  {
+    clattn_rr_problem w = {0};
+    clattn_rr_plan wp = {1, 1, 64, 32, 128, 8, 64, 32, 2, 1, 0, 0, 0, 1};
+    w.dtype = CLATTN_F16;
+    w.D = 128;
+    clattn_rr_options(&w, &wp, opts, sizeof opts);
+    fn(priv, "rerope.cl", opts);
+    w.dtype = CLATTN_BF16;
+    w.D = 64;
+    w.rotary = 1;
+    wp.bn = wp.k_rows = 64;
+    wp.stages = 1;
+    clattn_rr_options(&w, &wp, opts, sizeof opts);
+    fn(priv, "rerope.cl", opts);
   }
   /* ... in two phases: D = 128 (dq one stage of 64 keys, dk/dv's ring of
    * query tiles of 32), D = 96 (dq one stage of 64, query tiles of 32), D =

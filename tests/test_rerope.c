@@ -153,7 +153,7 @@ static bool runs_mma(const clattn_tensor *q, const clattn_tensor *k, const clatt
 
 void run_case(const rcase *c) {
   char name[256];
-  CASE_NAME(name, "rerope Z=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d W=%d %s%s%s%s%s%s%s scale=%g stages=%d mt=%d bn=%d cols=%d phases=%d qring=%d bm=%d st=%d", c->Z, c->Hq,
+  CASE_NAME(name, "rerope Z=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d W=%d %s%s%s%s%s%s%s scale=%g stages=%d mt=%d bn=%d cols=%d phases=%d qring=%d bm=%d st=%d wg=%d/%d", c->Z, c->Hq,
             c->Hkv, c->Nq, c->Nk, c->D, c->W, clattn_dtype_name(c->dt), c->causal ? " causal" : "",
             c->rotary ? (c->interleaved ? " rotary-interleaved" : " rotary-neox") : "",
             c->positions == 1   ? " pos"
@@ -164,7 +164,7 @@ void run_case(const rcase *c) {
             : c->path == 2 ? " mma"
                            : "",
             (double)c->scale, c->stages, c->warp_blocks, c->block_n, c->bwd_cols, c->phases - 1,
-            c->qring, c->bwd_bm, c->bwd_stages);
+            c->qring, c->bwd_bm, c->bwd_stages, c->wgmma, c->wg_bn);
   if (getenv("RR_ONLY") && !strstr(name, getenv("RR_ONLY"))) return;
   fprintf(stderr, "  %s\n", name);
   clattn_force_path(c->path);
@@ -177,6 +177,8 @@ void run_case(const rcase *c) {
   if (c->qring) fx.ctx->tuning.rerope_bwd_qring = c->qring;
   if (c->bwd_bm) fx.ctx->tuning.rerope_bwd_block_m = c->bwd_bm;
   if (c->bwd_stages) fx.ctx->tuning.rerope_bwd_stages = c->bwd_stages;
+  if (c->wgmma) fx.ctx->tuning.rerope_wgmma = c->wgmma;
+  if (c->wg_bn) fx.ctx->tuning.rerope_wgmma_block_n = c->wg_bn;
   const float scale = c->scale;
   const double ref_scale = scale != 0.0f ? (double)scale : 1.0 / sqrt((double)c->D);
   const int Z = c->Z, Hq = c->Hq, Hkv = c->Hkv, Nq = c->Nq, Nk = c->Nk, D = c->D;
@@ -687,8 +689,14 @@ static void test_kernels_named(void) {
     CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 0), "portable");
     CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 1), "portable");
     clattn_force_path(2);
+    const clattn_tuning saved = fx.ctx->tuning;
+    fx.ctx->tuning.rerope_wgmma = 1; /* (where the device has it, the forward takes warpgroup MMA) */
     CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 0), "tensor cores");
     CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 1), "tensor cores");
+    fx.ctx->tuning.rerope_wgmma = 2;
+    CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 0), "tensor cores (warpgroup MMA)");
+    CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 1), "tensor cores");
+    fx.ctx->tuning = saved;
     p.v.shape[2] = N - 1;
     CU_ASSERT_PTR_NULL(clattn_rerope_kernels(fx.ctx, &p, 0));
     CU_ASSERT_PTR_NOT_NULL(strstr(clattn_last_error(), "v.shape[2]"));
@@ -709,7 +717,13 @@ static void test_kernels_named(void) {
     const clattn_tensor t = clattn_tensor_4d(b, 0, CLATTN_F16, Z, H, N, d);
     clattn_rerope_rotary_params r = {t, t, t, t, {0}, {0}, {0}, 8, 0.0f, 1, 0.0f, CLATTN_ROPE_NEOX};
     clattn_force_path(2);
+    const clattn_tuning saved = fx.ctx->tuning;
+    fx.ctx->tuning.rerope_wgmma = 2; /* warpgroup MMA up to D = 128 */
+    CU_ASSERT_STRING_EQUAL(clattn_rerope_rotary_kernels(fx.ctx, &r, 0),
+                           d <= 128 ? "tensor cores (warpgroup MMA)" : "tensor cores");
+    fx.ctx->tuning.rerope_wgmma = 1;
     CU_ASSERT_STRING_EQUAL(clattn_rerope_rotary_kernels(fx.ctx, &r, 0), "tensor cores");
+    fx.ctx->tuning = saved;
     CU_ASSERT_STRING_EQUAL(clattn_rerope_rotary_kernels(fx.ctx, &r, 1), d <= 128 ? "tensor cores" : "portable");
     clattn_force_path(1);
     CU_ASSERT_STRING_EQUAL(clattn_rerope_rotary_kernels(fx.ctx, &r, 1), "portable");

@@ -219,8 +219,67 @@ static void test_mma_phased(void) {
   run_case(&c);
 }
 
+/* The forward on warpgroup MMA (cl/wgmma.clh; rerope_wgmma = 2: emulated off
+ * sm_90, each instruction's B read through its descriptor as the PTX ISA
+ * defines it, so the tiles' core-matrix layout and the descriptors' offsets
+ * are what is tested): K-major B of 16 (D = 16), 80 (odd chunk pairs), 64,
+ * 96, 128 head columns and MN-major V of as many; key tiles of 16, 32, 64 and
+ * 128; band edges, both passes empty in turn, GQA, Nq != Nk, a ring of 3, a
+ * negative scale, on the fly with per-batch positions (one stage), then a
+ * backward from its LSE. Same tolerance as the other tensor-core kernels:
+ * the same products in the same order. */
+static void test_mma_wgmma(void) {
+  rcase c = mma_base(CLATTN_F16, 64, 0);
+  c.wgmma = 2;
+  c.Hq = 2, c.Hkv = 1;
+  c.Nq = 70, c.Nk = 200;
+  c.W = 21;
+  c.causal = 1;
+  run_case(&c);
+  c.stages = 3;
+  c.scale = -0.3f;
+  c.wg_bn = 32;
+  run_case(&c);
+  c.stages = 0;
+  c.scale = 0.0f;
+  c.wg_bn = 0;
+  c.dt = CLATTN_BF16;
+  c.D = 128;
+  c.causal = 0;
+  c.Nq = 40, c.Nk = 90;
+  c.W = 100; /* W >= N: pass 1 empty */
+  run_case(&c);
+  c.dt = CLATTN_F16;
+  c.D = 80;
+  c.W = 0; /* pass 0 empty */
+  c.causal = 1;
+  c.wg_bn = 16;
+  run_case(&c);
+  c.D = 16;
+  c.Nq = c.Nk = 150;
+  c.W = 30;
+  c.wg_bn = 128;
+  run_case(&c);
+  c.wg_bn = 0;
+  c.rotary = 1;
+  c.interleaved = 1;
+  c.positions = 2;
+  c.Z = 2;
+  c.D = 96;
+  c.Nq = c.Nk = 66;
+  c.W = 17;
+  run_case(&c);
+  c = mma_base(CLATTN_F16, 32, 1);
+  c.wgmma = 2;
+  c.Nq = 50, c.Nk = 80;
+  c.W = 9;
+  c.causal = 1;
+  run_case(&c);
+}
+
 void add_rerope_mma_tests(CU_pSuite s) {
   CU_add_test(s, "tensor-core kernels (PTX emulated off NVIDIA)", test_mma);
   CU_add_test(s, "tensor-core backward of wide heads, column slices", test_mma_wide);
   CU_add_test(s, "tensor-core backward in two phases, and in one pass", test_mma_phased);
+  CU_add_test(s, "tensor-core forward on warpgroup MMA (emulated off sm_90)", test_mma_wgmma);
 }

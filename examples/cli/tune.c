@@ -134,6 +134,12 @@ static const knob rerope_knobs[] = {
     {"rerope_block_m", 3, {16, 32, 64}, "portable"},
     {"rerope_block_n", 3, {16, 32, 64}, "portable"},
     {"rerope_wg", 3, {64, 128, 256}, NULL},
+    /* sm_90's warpgroup MMA form first (0: on where the device has it; each
+     * candidate is checked against the reference before it is timed), then its
+     * tiles where it runs */
+    {"rerope_wgmma", 2, {0, 1}, "tensor cores"},
+    {"rerope_wgmma_wg", 2, {128, 256}, "warpgroup MMA"},
+    {"rerope_wgmma_block_n", 3, {16, 32, 64}, "warpgroup MMA"},
     {"rerope_mma_block_n", 2, {32, 64}, "tensor cores"},
     {"rerope_stages", 2, {2, 3}, "tensor cores"},
     {"rerope_warp_blocks", 2, {1, 2}, "tensor cores"},
