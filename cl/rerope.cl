@@ -139,11 +139,6 @@ clattn_rerope_fwd(RR_FWD_PARAMS) {
 #else /* RR_MMA */
 
 #define NB (BN / 8) /* n-blocks of 8 keys in a tile */
-#if RR_WG
-#define wg_proxy_fence_if() wg_proxy_fence()
-#else
-#define wg_proxy_fence_if() ((void)0)
-#endif
 #ifndef MT
 #define MT 1 /* blocks of 16 query rows per warp */
 #endif
@@ -302,38 +297,24 @@ static inline float pass_logit(float s, bool mixed, int ps, rr_pos pq, int j, rr
 }
 
 #if RR_WG
-/* V's descriptor offsets (MN-major, interleaved: the PTX ISA's leading offset
- * along k, the stride offset along n); a build option can swap them, should a
- * device read the ISA's table otherwise (a diagnosis for tools/gpu_session29.sh) */
-#ifndef WG_V_LBO
-#define WG_V_LBO (DB * 128)
-#define WG_V_SBO 128
-#endif
-/* Warpgroup MMA (cl/wgmma.clh): S = Q K^T of the warpgroup's 64 rows and the
- * tile's BN keys in one chain of KB instructions (k-step kb: 16-byte chunks
- * 2 kb, 2 kb + 1 of the key rows: K-major, leading offset 128 bytes between
- * the chunks, stride offset DB 128 between groups of 8 keys) ... */
+/* Warpgroup MMA (rerope_mma.clh's WG_ROWS_T, WG_ROWS): S = Q K^T of the
+ * warpgroup's 64 rows and the tile's BN keys in one chain of KB
+ * instructions ... */
 MMA_INLINE void wg_scores(float4 *s, const uint4 *qf, __local const ushort *sk EMU_PARAM) {
   wg_fence();
-  MMA_UNROLL
-  for (int kb = 0; kb < KB; kb++)
-    wg_mma_k(BN, s, qf[kb], sk, wg_desc(sk, TOFF(0, 2 * kb), 128, DB * 128), kb > 0);
+  WG_ROWS_T(BN, s, qf, sk);
   wg_commit();
   wg_wait();
   wg_touch(s, NB);
 }
 /* ... and O += P V, P the probabilities s (rounded to the storage dtype) as
- * A fragments, in BN / 16 instructions (k-step kk: keys 16 kk ..: MN-major,
- * leading offset DB 128 bytes between groups of 8 keys, stride offset 128
- * between 8-column blocks of the head dim). */
+ * A fragments, in BN / 16. */
 MMA_INLINE void wg_pv(float4 *acc, const float4 *s, __local const ushort *sv EMU_PARAM) {
   uint4 pa[BN / 16];
   MMA_UNROLL
   for (int kk = 0; kk < BN / 16; kk++) pa[kk] = afrag(s[2 * kk], s[2 * kk + 1]);
   wg_fence();
-  MMA_UNROLL
-  for (int kk = 0; kk < BN / 16; kk++)
-    wg_mma_t(D, acc, pa[kk], sv, wg_desc(sv, TOFF(16 * kk, 0), WG_V_LBO, WG_V_SBO), 1);
+  WG_ROWS(BN, acc, pa, sv);
   wg_commit();
   wg_wait();
   wg_touch(acc, DB);

@@ -387,6 +387,7 @@ MMA_INLINE void dkdv_issue_qtile(__global const ushort *Q1, rr_view vq1, __globa
   mstage_raw(DO, vdo, z, h, m0, A.Nq, BM, sdo);
   if (wait) {
     copy_wait();
+    wg_proxy_fence_if();
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 }
@@ -417,6 +418,9 @@ MMA_INLINE void acc_sides(float4 *x1, float4 *x2, const float4 *s1, const float4
   }
 }
 
+#if RR_WG && !PHASED
+#error "warpgroup MMA backward: the two-phase kernels only"
+#endif
 #if PHASED
 #include "rerope_bwd_phased.clh"
 #else

@@ -173,6 +173,7 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(rerope_bwd_block_m, 0, 64, 1, "two-phase backward: dk/dv's query rows per tile (0: the most the local memory holds, up to 64)") \
   X(rerope_bwd_block_n, 0, 64, 1, "two-phase backward: dq's keys per tile (0: the most the local memory holds, up to 64)") \
   X(rerope_bwd_stages, 0, 2, 0, "two-phase backward: dq's key tiles in the ring (0: 2 where tiles of 64 fit so, else 1; on the fly 1)") \
+  X(rerope_bwd_wgmma, 0, 2, 0, "two-phase backward: warpgroup MMA (0: on sm_90; 1 never; 2 also through the emulation)") \
   X(rerope_bwd_qring, 0, 2, 0, "two-phase backward: dk/dv's keys' fragments in registers and its query tiles through a ring of 2 (0: where its tiles would be under 32 rows otherwise; 1 never; 2 always)") \
   /* quantize / dequantize / append */                                                          \
   X(quant_wg, 1, 1024, 1, "K/V cache kernels: work-items per group")                            \
@@ -472,6 +473,13 @@ clattn_status clattn_rr_plan_make(const clattn_context *ctx, const clattn_rr_pro
                                   int n_views, clattn_rr_plan *out);
 void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *plan, char *buf,
                        size_t size);
+/* clattn_rr_plan_make and the plan's options; where the plan takes the PTX
+ * route (warpgroup MMA), its program is built first, and a build failure
+ * there marks the route broken for the context (clattn_nv_wgmma_active) and
+ * plans again without it. */
+clattn_status clattn_rr_plan_built(clattn_context *ctx, const clattn_rr_problem *p,
+                                   clattn_rr_kind kind, const clattn_tensor *const *views,
+                                   int n_views, clattn_rr_plan *pl, char *opts, size_t size);
 /* A tensor as kernel arguments (buffer or NULL, then its clattn_rr_view). */
 void clattn_rr_arg(clattn_args *a, const clattn_tensor *t);
 /* Checks t (4-d, named `name`) against `ref`: same shape on the axes in

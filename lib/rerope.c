@@ -239,6 +239,11 @@ static bool aligned16(const clattn_tensor *t) {
 static bool plan_phased(const clattn_context *ctx, const clattn_rr_problem *p, size_t row,
                         size_t emu, clattn_rr_plan *pl) {
   const clattn_tuning *tu = &ctx->tuning;
+  /* warpgroup MMA (sm_90; emulated where rerope_bwd_wgmma = 2): the same
+   * plan, tiles as core matrices without padding */
+  const int wgm = tu->rerope_bwd_wgmma;
+  const int wgmma = wgm != 1 && (clattn_nv_wgmma_active(ctx) || (wgm == 2 && emu > 0));
+  if (wgmma) row = 2 * (size_t)p->D;
   const size_t local = ctx->profile.local_mem_bytes > emu ? ctx->profile.local_mem_bytes - emu : 0;
   if (p->D > 128) return false;
 #define DQ_BYTES(st, bn) ((st) * 2 * (size_t)(bn) * row + 4 * (64 + (size_t)(bn)))
@@ -264,6 +269,7 @@ static bool plan_phased(const clattn_context *ctx, const clattn_rr_problem *p, s
 #undef DKDV_BYTES
   if (!ok) return false;
   pl->phased = 1;
+  pl->wgmma = wgmma;
   pl->qring = ring;
   pl->stages = stages;
   pl->q_rows = pl->k_rows = 64;
@@ -403,6 +409,27 @@ clattn_status clattn_rr_plan_make(const clattn_context *ctx, const clattn_rr_pro
   return plan_portable(ctx, p, kind, out);
 }
 
+clattn_status clattn_rr_plan_built(clattn_context *ctx, const clattn_rr_problem *p,
+                                   clattn_rr_kind kind, const clattn_tensor *const *views,
+                                   int n_views, clattn_rr_plan *pl, char *opts, size_t size) {
+  CLATTN_TRY(clattn_rr_plan_make(ctx, p, kind, views, n_views, pl));
+  clattn_rr_options(p, pl, opts, size);
+  if (!pl->wgmma || pl->emulate) return CLATTN_SUCCESS;
+  const char *file = kind == CLATTN_RR_FWD ? "rerope.cl" : "rerope_bwd.cl";
+  cl_kernel k = NULL;
+  const clattn_status st = clattn_kernel_get(
+      ctx, file, opts, kind == CLATTN_RR_FWD ? "clattn_rerope_fwd" : "clattn_rerope_bwd_pre", &k);
+  if (k) clReleaseKernel(k);
+  if (st != CLATTN_BUILD_ERROR) return st;
+  /* the PTX route did not build on this driver: mma.sync from now on */
+  clattn_log(ctx, CLATTN_LOG_ERROR, "clattn: %s; ReRoPE takes mma.sync instead of warpgroup MMA",
+             clattn_last_error());
+  atomic_store(&ctx->wgmma_failed, true);
+  CLATTN_TRY(clattn_rr_plan_make(ctx, p, kind, views, n_views, pl));
+  clattn_rr_options(p, pl, opts, size);
+  return CLATTN_SUCCESS;
+}
+
 void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *pl, char *buf,
                        size_t size) {
   char stages[40] = "";
@@ -410,10 +437,9 @@ void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *pl, cha
   if (pl->nsl) snprintf(stages, sizeof stages, " -DNSL=%d -DFRAG_G=1", pl->nsl);
   if (pl->phased)
     snprintf(stages, sizeof stages, " -DPHASED=1 -DSTAGES=%d%s", pl->stages, pl->qring ? " -DQRING=1" : "");
-  if (pl->wgmma) snprintf(stages, sizeof stages, " -DRR_WG=1 -DSTAGES=%d -DMT=1", pl->stages);
-  snprintf(buf, size, "-DDT=%s -DD=%d -DROTARY=%d -DBM=%d -DBN=%d -DWG=%d -DCT=%d -DRR_MMA=%d%s%s%s%s",
+  snprintf(buf, size, "-DDT=%s -DD=%d -DROTARY=%d -DBM=%d -DBN=%d -DWG=%d -DCT=%d -DRR_MMA=%d%s%s%s%s%s",
            clattn_dtype_cl(p->dtype), p->D, p->rotary, pl->bm, pl->bn, pl->wg, pl->ct, pl->mma,
-           stages, p->q_pos ? " -DQPOS=1" : "", p->k_pos ? " -DKPOS=1" : "",
+           stages, pl->wgmma ? " -DRR_WG=1" : "", p->q_pos ? " -DQPOS=1" : "", p->k_pos ? " -DKPOS=1" : "",
            pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "");
 }
 
@@ -424,22 +450,11 @@ static clattn_status launch_fwd(clattn_context *ctx, cl_command_queue queue,
                                 cl_uint num_wait, const cl_event *wait, cl_event *event) {
   const clattn_tensor *views[] = {t->q1, t->q2, t->k1, t->k2, t->v};
   clattn_rr_plan pl;
-  CLATTN_TRY(clattn_rr_plan_make(ctx, p, CLATTN_RR_FWD, views, 5, &pl));
   char opts[256];
-  clattn_rr_options(p, &pl, opts, sizeof opts);
+  CLATTN_TRY(clattn_rr_plan_built(ctx, p, CLATTN_RR_FWD, views, 5, &pl, opts, sizeof opts));
   static const char *name = "clattn_rerope_fwd";
   cl_kernel k = NULL;
-  clattn_status st = clattn_kernel_get(ctx, "rerope.cl", opts, name, &k);
-  if (st == CLATTN_BUILD_ERROR && pl.wgmma && !pl.emulate) {
-    /* the PTX route did not build on this driver: mma.sync from now on */
-    clattn_log(ctx, CLATTN_LOG_ERROR, "clattn: %s; the ReRoPE forward takes mma.sync instead",
-               clattn_last_error());
-    atomic_store(&ctx->wgmma_failed, true);
-    CLATTN_TRY(clattn_rr_plan_make(ctx, p, CLATTN_RR_FWD, views, 5, &pl));
-    clattn_rr_options(p, &pl, opts, sizeof opts);
-    st = clattn_kernel_get(ctx, "rerope.cl", opts, name, &k);
-  }
-  CLATTN_TRY(st);
+  CLATTN_TRY(clattn_kernel_get(ctx, "rerope.cl", opts, name, &k));
   const clattn_tensor *ts[] = {t->q1, t->q2, t->k1, t->k2, t->v, t->o, t->lse, p->q_pos, p->k_pos};
   clattn_args a = clattn_args_begin(k);
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clattn_rr_arg(&a, ts[i]);
@@ -617,6 +632,19 @@ void clattn_rerope_variants(clattn_variant_fn fn, void *priv) {
     wp.stages = 1;
     clattn_rr_options(&w, &wp, opts, sizeof opts);
     fn(priv, "rerope.cl", opts);
+    /* ... the two-phase backward: D = 128 with dk/dv's ring, D = 64 with dq's */
+    w.dtype = CLATTN_F16;
+    w.rotary = 0;
+    wp.phased = 1;
+    for (int i = 0; i < 2; i++) {
+      w.D = i ? 64 : 128;
+      wp.bm = 32;
+      wp.bn = i ? 32 : 64;
+      wp.stages = i ? 2 : 1;
+      wp.qring = !i;
+      clattn_rr_options(&w, &wp, opts, sizeof opts);
+      fn(priv, "rerope_bwd.cl", opts);
+    }
   }
   /* ... in two phases: D = 128 (dq one stage of 64 keys, dk/dv's ring of
    * query tiles of 32), D = 96 (dq one stage of 64, query tiles of 32), D =

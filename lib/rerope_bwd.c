@@ -62,9 +62,8 @@ static clattn_status run_bwd(clattn_context *ctx, cl_command_queue queue,
                              const cl_event *wait, cl_event *event) {
   const clattn_tensor *views[] = {t->in.q1, t->in.q2, t->in.k1, t->in.k2, t->in.v, t->dout};
   clattn_rr_plan pl;
-  CLATTN_TRY(clattn_rr_plan_make(ctx, p, CLATTN_RR_BWD, views, 6, &pl));
   char opts[256];
-  clattn_rr_options(p, &pl, opts, sizeof opts);
+  CLATTN_TRY(clattn_rr_plan_built(ctx, p, CLATTN_RR_BWD, views, 6, &pl, opts, sizeof opts));
 
   /* Empty sides need no special case: with Nq = 0 the dk/dv kernel finds no
    * query tiles and writes zeros, with Nk = 0 the dq kernel does. */

@@ -29,6 +29,7 @@ typedef struct rcase {
   int bwd_stages;  /* ... rerope_bwd_stages, dq's ring (0: the row's) */
   int wgmma;       /* the forward's rerope_wgmma: 2 warpgroup MMA (emulated off sm_90), 1 never (0: the row's) */
   int wg_bn;       /* ... rerope_wgmma_block_n, its keys per tile (0: the row's) */
+  int bwd_wgmma;   /* the two-phase backward's rerope_bwd_wgmma (0: the row's) */
 } rcase;
 
 /* Runs c (forward, and the backward where c->bwd) against the double reference. */

@@ -277,9 +277,63 @@ static void test_mma_wgmma(void) {
   run_case(&c);
 }
 
+/* The two-phase backward on warpgroup MMA (rerope_bwd_wgmma = 2: emulated off
+ * sm_90): dq's S and dP chains, dq += dS K (MN-major K); dk/dv's S^T and
+ * dP^T (K-major query and dO tiles), dv += P^T dO, dk += dS^T Q (MN-major),
+ * with the keys' fragments in registers (the ring) or read from local
+ * memory per tile; the plans the H200 would take (D = 128: the ring's query
+ * tiles of 32, or 16; D = 64: tiles of 32, dq's ring of 2), bf16 D = 80,
+ * both phases empty in turn, on the fly, GQA, Nq != Nk. Tolerance as the
+ * other tensor-core kernels. */
+static void test_mma_wgmma_bwd(void) {
+  rcase c = mma_base(CLATTN_F16, 128, 1);
+  c.wgmma = c.bwd_wgmma = 2;
+  c.Hq = 4, c.Hkv = 2;
+  c.Nq = 70, c.Nk = 150;
+  c.W = 21;
+  c.causal = 1;
+  c.qring = 2, c.bwd_bm = 32, c.bwd_stages = 1;
+  run_case(&c);
+  c.bwd_bm = 16;
+  run_case(&c);
+  c.qring = 1;
+  run_case(&c);
+  c.qring = c.bwd_bm = c.bwd_stages = 0;
+  c.D = 64;
+  c.Hq = 2, c.Hkv = 1;
+  c.Nq = c.Nk = 200;
+  run_case(&c);
+  c.dt = CLATTN_BF16;
+  c.D = 80;
+  c.causal = 0;
+  c.Nq = 40, c.Nk = 90;
+  c.W = 100; /* W >= N: the second phase has no tiles */
+  run_case(&c);
+  c.dt = CLATTN_F16;
+  c.W = 0; /* the first has none */
+  c.D = 16;
+  run_case(&c);
+  c.rotary = 1;
+  c.D = 128;
+  c.Hq = 4, c.Hkv = 2;
+  c.Nq = 70, c.Nk = 150;
+  c.W = 21;
+  c.positions = 1;
+  c.bwd_bm = 16;
+  run_case(&c);
+  c.bwd_bm = 0;
+  c.D = 96;
+  c.interleaved = 1;
+  c.positions = 2;
+  c.Z = 2;
+  c.causal = 1;
+  run_case(&c);
+}
+
 void add_rerope_mma_tests(CU_pSuite s) {
   CU_add_test(s, "tensor-core kernels (PTX emulated off NVIDIA)", test_mma);
   CU_add_test(s, "tensor-core backward of wide heads, column slices", test_mma_wide);
   CU_add_test(s, "tensor-core backward in two phases, and in one pass", test_mma_phased);
   CU_add_test(s, "tensor-core forward on warpgroup MMA (emulated off sm_90)", test_mma_wgmma);
+  CU_add_test(s, "tensor-core backward on warpgroup MMA (emulated off sm_90)", test_mma_wgmma_bwd);
 }

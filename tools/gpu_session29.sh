@@ -1,11 +1,16 @@
-# The ReRoPE forward on warpgroup MMA (cl/wgmma.clh, the PTX route), written in session 29
+# ReRoPE's forward and two-phase backward on warpgroup MMA (cl/wgmma.clh, the PTX route), written in session 29
 # without a GPU: first its checks on the H200 (the CLI's full checks against the double
 # reference, the warpgroup MMA tests natively, where they take the real instructions), then
 # its times against mma.sync in one call, then beside torch SDPA and the seed. The next
 # call: session 28's unfinished one (gpu_session28c.sh: the two-phase backward's plan).
+# `bash tools/gpu_session29.sh [checks|sweep|torch]...` runs those parts (all three in about
+# 10 minutes; give a call one or two of them when its limit is shorter).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-printf 'rerope_wgmma=0\n' > /tmp/wg.txt
+printf 'rerope_wgmma=0\nrerope_bwd_wgmma=0\n' > /tmp/wg.txt
+printf 'rerope_wgmma=0\nrerope_bwd_wgmma=0\n' > /tmp/bwg.txt
+printf 'rerope_wgmma=0\nrerope_bwd_wgmma=0\nrerope_bwd_block_m=16\n' > /tmp/bwg16.txt
+printf 'rerope_wgmma=0\nrerope_bwd_wgmma=0\nrerope_bwd_block_m=16\nrerope_bwd_qring=1\n' > /tmp/bwg16n.txt
 printf 'rerope_wgmma=0\nrerope_wgmma_wg=128\n' > /tmp/wg128.txt
 printf 'rerope_wgmma=0\nrerope_stages=3\nrerope_wgmma_block_n=16\n' > /tmp/wgs3.txt
 printf 'rerope_wgmma=0\nrerope_stages=1\nrerope_wgmma_block_n=64\n' > /tmp/wgs1.txt
@@ -20,6 +25,9 @@ checks() { # $1: extra build options (a descriptor diagnosis), the rest to the l
     done
   done 2>&1 | grep -E 'kernels|check|FAIL|rror'
 }
+PARTS=${*:-checks sweep torch}
+part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+if part checks; then
 checks "" > $OUT/checks.txt
 echo "checks: $(grep -c 'warpgroup MMA' $OUT/checks.txt) on warpgroup MMA, $(grep -c FAILED $OUT/checks.txt) failed"
 grep -E 'FAIL|rror' $OUT/checks.txt | head -5
@@ -27,8 +35,9 @@ if grep -q FAILED $OUT/checks.txt; then # V's descriptor offsets the other way r
   checks "-DWG_V_LBO=128 -DWG_V_SBO=(D/8*128)" > $OUT/checks_vswap.txt
   echo "with V's offsets swapped: $(grep -c FAILED $OUT/checks_vswap.txt) failed"
 fi
-CLATTN_TEST_ONLY="warpgroup" timeout 200 ./build-gpubin/new/test_rerope > $OUT/test_wgmma.txt 2>&1
+CLATTN_TEST_ONLY="warpgroup" timeout 240 ./build-gpubin/new/test_rerope > $OUT/test_wgmma.txt 2>&1
 echo "test_rerope warpgroup rc=$?"; grep -A4 'Run Summary' $OUT/test_wgmma.txt | tail -2
-REGS=1 REPEAT=${REPEAT:-10} bash tools/gpu_ab_cl.sh tools/sweeps/rr_wgmma.txt
-CLATTN_TUNING_FILE=/tmp/wg.txt timeout 200 python3 tools/rerope_vs_torch.py --clattn build-gpubin/new/clattn \
+fi
+part sweep && REGS=1 REPEAT=${REPEAT:-10} bash tools/gpu_ab_cl.sh tools/sweeps/rr_wgmma.txt
+part torch && CLATTN_TUNING_FILE=/tmp/wg.txt timeout 200 python3 tools/rerope_vs_torch.py --clattn build-gpubin/new/clattn \
   --repeat 5 --seed-bwd-max-d 64 2>&1 | tee $OUT/vs_torch_wg.txt | tail -12

@@ -67,6 +67,12 @@ PH="-DRR_MMA=1 -DWG=128 -DCT=8 -DPHASED=1"
 rr rr_ph_bwd128     rerope_bwd.cl "-DDT=f16 -DD=128 $PH -DBM=32 -DBN=64 -DSTAGES=1 -DQRING=1 -DROTARY=0"
 rr rr_ph_bwd128_rot rerope_bwd.cl "-DDT=f16 -DD=128 $PH -DBM=16 -DBN=64 -DSTAGES=1 -DROTARY=1"
 rr rr_ph_bwd64      rerope_bwd.cl "-DDT=f16 -DD=64 $PH -DBM=32 -DBN=32 -DSTAGES=2 -DROTARY=0"
+# warpgroup MMA (the PTX route's sm_90a): the forward at D=128 / 64, the two-phase backward
+WG="-DCLATTN_NV_WGMMA=1 -DRR_WG=1"
+rr rr_wg_fwd128 rerope.cl "-DDT=f16 -DD=128 -DRR_MMA=1 -DBM=128 -DBN=32 -DWG=256 -DCT=8 -DSTAGES=2 -DMT=1 -DROTARY=0 $WG"
+rr rr_wg_fwd64  rerope.cl "-DDT=f16 -DD=64 -DRR_MMA=1 -DBM=128 -DBN=64 -DWG=256 -DCT=8 -DSTAGES=2 -DMT=1 -DROTARY=0 $WG"
+rr rr_wg_bwd128 rerope_bwd.cl "-DDT=f16 -DD=128 $PH -DBM=32 -DBN=64 -DSTAGES=1 -DQRING=1 -DROTARY=0 $WG"
+rr rr_wg_bwd64  rerope_bwd.cl "-DDT=f16 -DD=64 $PH -DBM=32 -DBN=32 -DSTAGES=2 -DROTARY=0 $WG"
 # portable (RR_MMA=0), then D 64 / 128 x ROTARY 0 / 1 for both directions
 rr rr_port_fwd  rerope.cl     "-DDT=f32 -DD=64 -DRR_MMA=0 -DBM=32 -DBN=32 -DWG=128 -DCT=8 -DROTARY=0"
 rr rr_port_bwd  rerope_bwd.cl "-DDT=f16 -DD=64 -DRR_MMA=0 -DBM=32 -DBN=32 -DWG=128 -DCT=8 -DROTARY=0"

@@ -161,6 +161,7 @@ static const cli_rerope_shape rerope_bwd_quick_shapes[] = {
 /* the two-phase kernels' tiles and forms (lib/rerope.c plan_phased); the
  * portable backward shares the forward family's tiles */
 static const knob rerope_bwd_knobs[] = {
+    {"rerope_bwd_wgmma", 2, {0, 1}, "tensor cores"}, /* sm_90's warpgroup MMA form, checked first */
     {"rerope_bwd_qring", 2, {1, 2}, "tensor cores"},
     {"rerope_bwd_block_m", 3, {16, 32, 64}, "tensor cores"},
     {"rerope_bwd_block_n", 2, {32, 64}, "tensor cores"},
