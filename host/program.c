@@ -453,6 +453,12 @@ static clattn_status ptx_route(clattn_context *ctx, const char *file, const char
   free(edited);
   if (err == CL_SUCCESS) err = st;
   if (err == CL_SUCCESS) err = clBuildProgram(p, 1, &ctx->device, options, NULL, NULL);
+  if (err == CL_BUILD_PROGRAM_FAILURE || err == CL_INVALID_BUILD_OPTIONS) {
+    /* a driver that takes no source options for PTX: none (ptxas's defaults) */
+    clattn_log(ctx, CLATTN_LOG_DEBUG, "clattn: %s's PTX did not build with [%s] (%d); without options",
+               file, options, (int)err);
+    err = clBuildProgram(p, 1, &ctx->device, "", NULL, NULL);
+  }
   if (err != CL_SUCCESS) {
     char *log = p ? build_log(ctx, p) : NULL;
     clattn_status s = clattn_fail(CLATTN_BUILD_ERROR, "building %s with [%s] through the sm_90a PTX route failed: %s (%d)\n%.4000s",

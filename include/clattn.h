@@ -625,8 +625,9 @@ CLATTN_API size_t clattn_rerope_bwd_workspace_size(int64_t Z, int64_t Hq, int64_
 
 /* Which kernels clattn_rerope_fwd (backward = 0) or clattn_rerope_bwd
  * (backward = 1, with dout laid out like o) runs for these tensors:
- * "tensor cores", "tensor cores (warpgroup MMA)" (the forward on sm_90's
- * asynchronous warpgroup instructions, where the tuning enables them) or
+ * "tensor cores", "tensor cores (warpgroup MMA)" (sm_90's asynchronous
+ * warpgroup instructions, where the tuning enables them: rerope_wgmma for
+ * the forward, rerope_bwd_wgmma for the backward) or
  * "portable"; NULL, the reason in clattn_last_error, when
  * params fail the forward's shape and dtype checks. */
 CLATTN_API const char *clattn_rerope_kernels(clattn_context *ctx, const clattn_rerope_params *params,

@@ -142,9 +142,12 @@ static void test_mma_wide(void) {
  * of 32 (D = 128, explicit) or one stage (on the fly; tiles of 16), the
  * largest tiles the device's local memory holds elsewhere (up to 64; 32 up
  * to D = 64), dq's one stage of 64 keys (D = 128) or ring of 2, GQA, Nq !=
- * Nk, explicit positions. Tolerance as the other tensor-core kernels. */
-static void test_mma_phased(void) {
+ * Nk, explicit positions. Tolerance as the other tensor-core kernels.
+ * wgmma: rerope_wgmma and rerope_bwd_wgmma (2: warpgroup MMA, emulated off
+ * sm_90; 0: the row's). */
+static void phased_cases(int wgmma) {
   rcase c = mma_base(CLATTN_F16, 128, 1);
+  c.bwd_wgmma = c.wgmma = wgmma;
   c.Hq = 4, c.Hkv = 2;
   c.Nq = 70, c.Nk = 150; /* key tiles wholly outside, band edges, inside */
   c.W = 21;
@@ -156,6 +159,10 @@ static void test_mma_phased(void) {
   c.qring = 2;
   run_case(&c);
   c.qring = c.bwd_bm = c.bwd_stages = 0;
+  c.D = 64; /* tiles of 32, dq's ring of 2 */
+  c.Hq = 2, c.Hkv = 1;
+  c.Nq = c.Nk = 200;
+  run_case(&c);
   c.dt = CLATTN_BF16;
   c.D = 80;
   c.Hq = 2, c.Hkv = 1;
@@ -193,6 +200,12 @@ static void test_mma_phased(void) {
   c.interleaved = 0;
   c.positions = 0;
   run_case(&c);
+}
+
+/* phased_cases on mma.sync, then the one-pass kernels. */
+static void test_mma_phased(void) {
+  phased_cases(0);
+  rcase c;
   /* the one-pass kernels up to D = 64 (rerope_bwd_phases = 1; test_mma runs
    * the two-phase ones on its shapes): band edges, GQA, both products on the
    * fly with per-batch positions */
@@ -278,57 +291,11 @@ static void test_mma_wgmma(void) {
 }
 
 /* The two-phase backward on warpgroup MMA (rerope_bwd_wgmma = 2: emulated off
- * sm_90): dq's S and dP chains, dq += dS K (MN-major K); dk/dv's S^T and
- * dP^T (K-major query and dO tiles), dv += P^T dO, dk += dS^T Q (MN-major),
- * with the keys' fragments in registers (the ring) or read from local
- * memory per tile; the plans the H200 would take (D = 128: the ring's query
- * tiles of 32, or 16; D = 64: tiles of 32, dq's ring of 2), bf16 D = 80,
- * both phases empty in turn, on the fly, GQA, Nq != Nk. Tolerance as the
- * other tensor-core kernels. */
-static void test_mma_wgmma_bwd(void) {
-  rcase c = mma_base(CLATTN_F16, 128, 1);
-  c.wgmma = c.bwd_wgmma = 2;
-  c.Hq = 4, c.Hkv = 2;
-  c.Nq = 70, c.Nk = 150;
-  c.W = 21;
-  c.causal = 1;
-  c.qring = 2, c.bwd_bm = 32, c.bwd_stages = 1;
-  run_case(&c);
-  c.bwd_bm = 16;
-  run_case(&c);
-  c.qring = 1;
-  run_case(&c);
-  c.qring = c.bwd_bm = c.bwd_stages = 0;
-  c.D = 64;
-  c.Hq = 2, c.Hkv = 1;
-  c.Nq = c.Nk = 200;
-  run_case(&c);
-  c.dt = CLATTN_BF16;
-  c.D = 80;
-  c.causal = 0;
-  c.Nq = 40, c.Nk = 90;
-  c.W = 100; /* W >= N: the second phase has no tiles */
-  run_case(&c);
-  c.dt = CLATTN_F16;
-  c.W = 0; /* the first has none */
-  c.D = 16;
-  run_case(&c);
-  c.rotary = 1;
-  c.D = 128;
-  c.Hq = 4, c.Hkv = 2;
-  c.Nq = 70, c.Nk = 150;
-  c.W = 21;
-  c.positions = 1;
-  c.bwd_bm = 16;
-  run_case(&c);
-  c.bwd_bm = 0;
-  c.D = 96;
-  c.interleaved = 1;
-  c.positions = 2;
-  c.Z = 2;
-  c.causal = 1;
-  run_case(&c);
-}
+ * sm_90; the forward on it too): phased_cases' shapes and plans. dq: S and
+ * dP chains, dq += dS K (MN-major K); dk/dv: S^T and dP^T (K-major query and
+ * dO tiles), dv += P^T dO, dk += dS^T Q (MN-major), the keys' fragments in
+ * registers (the ring) or read from local memory per tile. */
+static void test_mma_wgmma_bwd(void) { phased_cases(2); }
 
 void add_rerope_mma_tests(CU_pSuite s) {
   CU_add_test(s, "tensor-core kernels (PTX emulated off NVIDIA)", test_mma);
