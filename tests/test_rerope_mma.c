@@ -237,7 +237,7 @@ static void test_mma_phased(void) {
  * defines it, so the tiles' core-matrix layout and the descriptors' offsets
  * are what is tested): K-major B of 16 (D = 16), 80 (odd chunk pairs), 64,
  * 96, 128 head columns and MN-major V of as many; key tiles of 16, 32, 64 and
- * 128; band edges, both passes empty in turn, GQA, Nq != Nk, a ring of 3, a
+ * 128; band edges, W = 1, both passes empty in turn, GQA, Nq != Nk, a ring of 3, a
  * negative scale, on the fly with per-batch positions (one stage), then a
  * backward from its LSE. Same tolerance as the other tensor-core kernels:
  * the same products in the same order. */
@@ -273,6 +273,11 @@ static void test_mma_wgmma(void) {
   c.W = 30;
   c.wg_bn = 128;
   run_case(&c);
+  c.W = 1; /* the band: the diagonal only */
+  c.causal = 0;
+  c.wg_bn = 0;
+  run_case(&c);
+  c.causal = 1;
   c.wg_bn = 0;
   c.rotary = 1;
   c.interleaved = 1;
