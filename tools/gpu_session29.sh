@@ -12,7 +12,7 @@ printf 'rerope_wgmma=0\nrerope_bwd_wgmma=0\n' > /tmp/bwg.txt
 printf 'rerope_wgmma=0\nrerope_bwd_wgmma=0\nrerope_bwd_block_m=16\n' > /tmp/bwg16.txt
 printf 'rerope_wgmma=0\nrerope_bwd_wgmma=0\nrerope_bwd_block_m=16\nrerope_bwd_qring=1\n' > /tmp/bwg16n.txt
 printf 'rerope_wgmma=0\nrerope_wgmma_wg=128\n' > /tmp/wg128.txt
-printf 'rerope_wgmma=0\nrerope_stages=3\nrerope_wgmma_block_n=16\n' > /tmp/wgs3.txt
+printf 'rerope_wgmma=0\nrerope_wgmma_wg=128\nrerope_stages=3\nrerope_wgmma_block_n=16\n' > /tmp/wgs3.txt
 printf 'rerope_wgmma=0\nrerope_stages=1\nrerope_wgmma_block_n=64\n' > /tmp/wgs1.txt
 printf 'rerope_wgmma=0\nrerope_stages=1\nrerope_wgmma_block_n=128\n' > /tmp/wgbn128.txt
 C="./build-gpubin/new/clattn run rerope"
