@@ -473,13 +473,15 @@ clattn_status clattn_rr_plan_make(const clattn_context *ctx, const clattn_rr_pro
                                   int n_views, clattn_rr_plan *out);
 void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *plan, char *buf,
                        size_t size);
-/* clattn_rr_plan_make and the plan's options; where the plan takes the PTX
- * route (warpgroup MMA), its program is built first, and a build failure
- * there marks the route broken for the context (clattn_nv_wgmma_active) and
- * plans again without it. */
+/* clattn_rr_plan_make, the plan's options, and its program's kernel
+ * kernel_name (the caller releases it, as clattn_kernel_get's). Where the
+ * plan takes the PTX route (warpgroup MMA) and its program fails to build,
+ * the route is marked broken for the context (clattn_nv_wgmma_active) and
+ * the plan made again without it. */
 clattn_status clattn_rr_plan_built(clattn_context *ctx, const clattn_rr_problem *p,
                                    clattn_rr_kind kind, const clattn_tensor *const *views,
-                                   int n_views, clattn_rr_plan *pl, char *opts, size_t size);
+                                   int n_views, const char *kernel_name, clattn_rr_plan *pl,
+                                   char *opts, size_t size, cl_kernel *kernel);
 /* A tensor as kernel arguments (buffer or NULL, then its clattn_rr_view). */
 void clattn_rr_arg(clattn_args *a, const clattn_tensor *t);
 /* Checks t (4-d, named `name`) against `ref`: same shape on the axes in

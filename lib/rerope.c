@@ -411,23 +411,20 @@ clattn_status clattn_rr_plan_make(const clattn_context *ctx, const clattn_rr_pro
 
 clattn_status clattn_rr_plan_built(clattn_context *ctx, const clattn_rr_problem *p,
                                    clattn_rr_kind kind, const clattn_tensor *const *views,
-                                   int n_views, clattn_rr_plan *pl, char *opts, size_t size) {
+                                   int n_views, const char *kernel_name, clattn_rr_plan *pl,
+                                   char *opts, size_t size, cl_kernel *kernel) {
+  const char *file = kind == CLATTN_RR_FWD ? "rerope.cl" : "rerope_bwd.cl";
   CLATTN_TRY(clattn_rr_plan_make(ctx, p, kind, views, n_views, pl));
   clattn_rr_options(p, pl, opts, size);
-  if (!pl->wgmma || pl->emulate) return CLATTN_SUCCESS;
-  const char *file = kind == CLATTN_RR_FWD ? "rerope.cl" : "rerope_bwd.cl";
-  cl_kernel k = NULL;
-  const clattn_status st = clattn_kernel_get(
-      ctx, file, opts, kind == CLATTN_RR_FWD ? "clattn_rerope_fwd" : "clattn_rerope_bwd_pre", &k);
-  if (k) clReleaseKernel(k);
-  if (st != CLATTN_BUILD_ERROR) return st;
+  const clattn_status st = clattn_kernel_get(ctx, file, opts, kernel_name, kernel);
+  if (st != CLATTN_BUILD_ERROR || !pl->wgmma || pl->emulate) return st;
   /* the PTX route did not build on this driver: mma.sync from now on */
   clattn_log(ctx, CLATTN_LOG_ERROR, "clattn: %s; ReRoPE takes mma.sync instead of warpgroup MMA",
              clattn_last_error());
   atomic_store(&ctx->wgmma_failed, true);
   CLATTN_TRY(clattn_rr_plan_make(ctx, p, kind, views, n_views, pl));
   clattn_rr_options(p, pl, opts, size);
-  return CLATTN_SUCCESS;
+  return clattn_kernel_get(ctx, file, opts, kernel_name, kernel);
 }
 
 void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *pl, char *buf,
@@ -451,10 +448,9 @@ static clattn_status launch_fwd(clattn_context *ctx, cl_command_queue queue,
   const clattn_tensor *views[] = {t->q1, t->q2, t->k1, t->k2, t->v};
   clattn_rr_plan pl;
   char opts[256];
-  CLATTN_TRY(clattn_rr_plan_built(ctx, p, CLATTN_RR_FWD, views, 5, &pl, opts, sizeof opts));
   static const char *name = "clattn_rerope_fwd";
   cl_kernel k = NULL;
-  CLATTN_TRY(clattn_kernel_get(ctx, "rerope.cl", opts, name, &k));
+  CLATTN_TRY(clattn_rr_plan_built(ctx, p, CLATTN_RR_FWD, views, 5, name, &pl, opts, sizeof opts, &k));
   const clattn_tensor *ts[] = {t->q1, t->q2, t->k1, t->k2, t->v, t->o, t->lse, p->q_pos, p->k_pos};
   clattn_args a = clattn_args_begin(k);
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clattn_rr_arg(&a, ts[i]);

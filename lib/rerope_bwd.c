@@ -38,12 +38,12 @@ static clattn_status check_bwd_aliasing(const clattn_named *outs, int nout, cons
 static const clattn_tensor delta_slot;
 
 static clattn_status enqueue(clattn_context *ctx, cl_command_queue queue, const char *file,
-                             const char *opts, const char *name, const clattn_tensor *const *ts,
-                             int nts, const clattn_rr_view *extra, cl_mem extra_mem,
-                             const clattn_rr_problem *p, const size_t *global, const size_t *local,
-                             cl_uint num_wait, const cl_event *wait, cl_event *event) {
-  cl_kernel k = NULL;
-  CLATTN_TRY(clattn_kernel_get(ctx, file, opts, name, &k));
+                             const char *opts, const char *name, cl_kernel k,
+                             const clattn_tensor *const *ts, int nts, const clattn_rr_view *extra,
+                             cl_mem extra_mem, const clattn_rr_problem *p, const size_t *global,
+                             const size_t *local, cl_uint num_wait, const cl_event *wait,
+                             cl_event *event) {
+  if (!k) CLATTN_TRY(clattn_kernel_get(ctx, file, opts, name, &k)); /* (k: the caller's, fetched) */
   clattn_args a = clattn_args_begin(k);
   for (int i = 0; i < nts; i++) {
     if (ts[i] == &delta_slot) {
@@ -63,14 +63,22 @@ static clattn_status run_bwd(clattn_context *ctx, cl_command_queue queue,
   const clattn_tensor *views[] = {t->in.q1, t->in.q2, t->in.k1, t->in.k2, t->in.v, t->dout};
   clattn_rr_plan pl;
   char opts[256];
-  CLATTN_TRY(clattn_rr_plan_built(ctx, p, CLATTN_RR_BWD, views, 6, &pl, opts, sizeof opts));
+  cl_kernel pre = NULL; /* the first kernel, fetched with the plan */
+  CLATTN_TRY(clattn_rr_plan_built(ctx, p, CLATTN_RR_BWD, views, 6, "clattn_rerope_bwd_pre", &pl,
+                                  opts, sizeof opts, &pre));
 
   /* Empty sides need no special case: with Nq = 0 the dk/dv kernel finds no
    * query tiles and writes zeros, with Nk = 0 the dq kernel does. */
   clattn_workspace w = {NULL, 0, false};
   const size_t ws_bytes = clattn_rerope_bwd_workspace_size(p->Z, p->Hq, p->Nq);
-  if (ws_bytes || clattn_present(t->ws))
-    CLATTN_TRY(clattn_workspace_acquire(ctx, t->ws, ws_bytes, "clattn_rerope_bwd_workspace_size", &w));
+  if (ws_bytes || clattn_present(t->ws)) {
+    const clattn_status ws_s =
+        clattn_workspace_acquire(ctx, t->ws, ws_bytes, "clattn_rerope_bwd_workspace_size", &w);
+    if (ws_s != CLATTN_SUCCESS) {
+      clReleaseKernel(pre);
+      return ws_s;
+    }
+  }
   const cl_mem ws = w.buf;
   const size_t slices = pl.nsl ? (size_t)pl.nsl : 1; /* wide heads: a work-group per column slice */
   /* delta laid out [Z, Hq, Nq] contiguous */
@@ -82,7 +90,7 @@ static clattn_status run_bwd(clattn_context *ctx, cl_command_queue queue,
     const clattn_tensor *ts[] = {t->in.o, t->dout, &delta_slot};
     size_t local[3] = {64, 1, 1};
     size_t global[3] = {((size_t)p->Nq + 63) / 64 * 64, (size_t)p->Hq, (size_t)p->Z};
-    s = enqueue(ctx, queue, "rerope_bwd.cl", opts, "clattn_rerope_bwd_pre", ts, 3, &dv, ws, p,
+    s = enqueue(ctx, queue, "rerope_bwd.cl", opts, "clattn_rerope_bwd_pre", pre, ts, 3, &dv, ws, p,
                 global, local, num_wait, wait, &ev_pre);
   }
   if (s == CLATTN_SUCCESS) {
@@ -91,7 +99,7 @@ static clattn_status run_bwd(clattn_context *ctx, cl_command_queue queue,
     size_t local[3] = {(size_t)pl.wg, 1, 1};
     size_t global[3] = {((size_t)p->Nk + pl.k_rows - 1) / pl.k_rows * pl.wg, (size_t)p->Hkv,
                         (size_t)p->Z * slices};
-    s = enqueue(ctx, queue, "rerope_bwd.cl", opts, "clattn_rerope_bwd_dkdv", ts, 13, &dv, ws, p,
+    s = enqueue(ctx, queue, "rerope_bwd.cl", opts, "clattn_rerope_bwd_dkdv", NULL, ts, 13, &dv, ws, p,
                 global, local, 1, &ev_pre, &ev_dkdv);
   }
   if (s == CLATTN_SUCCESS) {
@@ -102,7 +110,7 @@ static clattn_status run_bwd(clattn_context *ctx, cl_command_queue queue,
                         (size_t)p->Z * slices};
     /* dq depends only on delta; ordering after dkdv keeps one final event on in-order and
      * out-of-order queues alike. */
-    s = enqueue(ctx, queue, "rerope_bwd.cl", opts, "clattn_rerope_bwd_dq", ts, 12, &dv, ws, p,
+    s = enqueue(ctx, queue, "rerope_bwd.cl", opts, "clattn_rerope_bwd_dq", NULL, ts, 12, &dv, ws, p,
                 global, local, 1, &ev_dkdv, event);
   }
   if (ev_pre) clReleaseEvent(ev_pre);
