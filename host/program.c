@@ -461,8 +461,10 @@ static clattn_status ptx_route(clattn_context *ctx, const char *file, const char
   }
   if (err != CL_SUCCESS) {
     char *log = p ? build_log(ctx, p) : NULL;
-    clattn_status s = clattn_fail(CLATTN_BUILD_ERROR, "building %s with [%s] through the sm_90a PTX route failed: %s (%d)\n%.4000s",
-                                  file, options, clattn_cl_error_name(err), (int)err, log ? log : "(no log)");
+    clattn_status s = clattn_fail(CLATTN_BUILD_ERROR,
+                                  "building %s with [%s] through the sm_90a PTX route failed: %s (%d)\n%.4000s",
+                                  file, options, clattn_cl_error_name(err), (int)err,
+                                  log ? log : "(no log)");
     free(log);
     if (p) clReleaseProgram(p);
     return s;
