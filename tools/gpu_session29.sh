@@ -3,7 +3,8 @@
 # reference, the warpgroup MMA tests natively, where they take the real instructions), then
 # its times against mma.sync in one call, then beside torch SDPA and the seed. The next
 # call: session 28's unfinished one (gpu_session28c.sh: the two-phase backward's plan).
-# `bash tools/gpu_session29.sh [checks|sweep|torch]...` runs those parts (all three in about
+# `bash tools/gpu_session29.sh [checks|quick|sweep|torch]...` runs those parts (quick: the
+# issue shapes only) (all three in about
 # 10 minutes; give a call one or two of them when its limit is shorter).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -38,6 +39,7 @@ fi
 CLATTN_TEST_ONLY="warpgroup" timeout 240 ./build-gpubin/new/test_rerope > $OUT/test_wgmma.txt 2>&1
 echo "test_rerope warpgroup rc=$?"; grep -A4 'Run Summary' $OUT/test_wgmma.txt | tail -2
 fi
+part quick && REGS=1 REPEAT=5 bash tools/gpu_ab_cl.sh tools/sweeps/rr_wgmma_quick.txt
 part sweep && REGS=1 REPEAT=${REPEAT:-10} bash tools/gpu_ab_cl.sh tools/sweeps/rr_wgmma.txt
 part torch && CLATTN_TUNING_FILE=/tmp/wg.txt timeout 200 python3 tools/rerope_vs_torch.py --clattn build-gpubin/new/clattn \
   --repeat 5 --seed-bwd-max-d 64 2>&1 | tee $OUT/vs_torch_wg.txt | tail -12
