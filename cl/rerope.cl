@@ -470,8 +470,10 @@ clattn_rerope_fwd(RR_FWD_PARAMS) {
     }
     int cur = 0;
     while (n0 < P.end) {
+#if STAGES > 1
       copy_wait_groups(STAGES - 2); /* this lane's copies of tile n0 have landed */
       wg_proxy_fence_if();          /* (warpgroup MMA reads them through the async proxy) */
+#endif
       barrier(CLK_LOCAL_MEM_FENCE); /* ... everyone's; and the stage before is no longer read */
       int nxt = cur + STAGES - 1;
       if (nxt >= STAGES) nxt -= STAGES;
@@ -480,6 +482,11 @@ clattn_rerope_fwd(RR_FWD_PARAMS) {
         nn = pass_next(nn + BN, ps, P, qlo, qhi, kpos, vkp, z, A);
       }
       copy_commit();
+#if STAGES == 1
+      copy_wait(); /* one stage: the tile just issued is the one computed */
+      wg_proxy_fence_if();
+      barrier(CLK_LOCAL_MEM_FENCE);
+#endif
       tile_step(acc, mx, lsum, rr_kclass(n0, qlo, qhi, kpos, vkp, z, A), ps, n0, qf,
                 smem + cur * STAGE_ELTS, NULL, pq, sl2, A EMU_ARG);
       n0 = pass_next(n0 + BN, ps, P, qlo, qhi, kpos, vkp, z, A);
