@@ -140,6 +140,9 @@ static void classify(clattn_device_profile *p, cl_device_id d, const char *ext) 
              strstr(p->name, "cpu-")) {
     snprintf(p->arch, sizeof p->arch, "pocl-%s", (p->type & CL_DEVICE_TYPE_GPU) ? "gpu" : "cpu");
     p->simd_width = 8;
+    /* PoCL builds a CPU's kernels with clang for the host, every address
+     * space one flat memory: the prefetch builtin is the CPU's own */
+    p->has_cpu_prefetch = (p->type & CL_DEVICE_TYPE_CPU) != 0;
   } else if (p->vendor_id == VENDOR_INTEL) {
     snprintf(p->arch, sizeof p->arch, "intel-%s", (p->type & CL_DEVICE_TYPE_GPU) ? "gpu" : "cpu");
     p->simd_width = (p->type & CL_DEVICE_TYPE_GPU) ? 16 : 8;

@@ -195,6 +195,7 @@ typedef struct clattn_device_profile {
   int has_nv_ptx;           /* inline PTX usable (NVIDIA) */
   int has_amd_builtins;     /* AMD GCN/CDNA/RDNA builtins usable */
   int has_int64_atomics;    /* cl_khr_int64_base_atomics (decode's one-launch merge) */
+  int has_cpu_prefetch;     /* __builtin_prefetch in kernels (PoCL's CPU device: clang, flat memory) */
 } clattn_device_profile;
 
 CLATTN_API clattn_status clattn_context_profile(const clattn_context *ctx,

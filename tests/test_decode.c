@@ -493,7 +493,7 @@ static void test_out_of_range(void) {
  * suite's other cases take it too), forced on any device: head dims with 8-
  * and 16-wide vectors, MQA and MHA with splits, causal Mq 3 with bias,
  * paged with lengths 0 and 1 and a bad page, varlen causal, [B, Hkv, N, D]
- * strides at offsets without lse. */
+ * strides at offsets without lse, the prefetch and its twin. */
 static void test_serial(void) {
   const clattn_tuning saved = fx.ctx->tuning;
   fx.ctx->tuning.decode_serial = 1;
@@ -545,6 +545,19 @@ static void test_serial(void) {
   c.lse = 0;
   c.splits = 16;
   run_case(&c);
+  /* the CPU's prefetch instruction (CLATTN_CPU_PREFETCH, where the profile
+   * has it: PoCL's CPU device) and its portable twin (a byte of each line
+   * read), each against the reference, over paged keys of many tiles */
+  const int has_prefetch = fx.ctx->profile.has_cpu_prefetch;
+  for (int pf = has_prefetch; pf >= 0; pf--) {
+    fx.ctx->profile.has_cpu_prefetch = pf;
+    c = base();
+    c.Nkv = 300;
+    c.page_size = 16;
+    c.kernels = "serial";
+    run_case(&c);
+  }
+  fx.ctx->profile.has_cpu_prefetch = has_prefetch;
   fx.ctx->tuning = saved;
 }
 

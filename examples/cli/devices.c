@@ -105,9 +105,10 @@ static void print_device(cl_uint index, cl_device_id dev, bool is_default, show 
     print_size(" global", p.global_mem_bytes);
     print_size(" (max allocation", p.max_alloc_bytes);
     print_size("), local", p.local_mem_bytes);
-    printf("\n    features   fp16 %s, fp64 %s, subgroups %s; fast paths: NVIDIA PTX %s, AMD %s\n",
+    printf("\n    features   fp16 %s, fp64 %s, subgroups %s; fast paths: NVIDIA PTX %s, AMD %s, CPU "
+           "prefetch %s\n",
            yes_no(p.has_fp16), yes_no(p.has_fp64), yes_no(p.has_subgroups), yes_no(p.has_nv_ptx),
-           yes_no(p.has_amd_builtins));
+           yes_no(p.has_amd_builtins), yes_no(p.has_cpu_prefetch));
     if (ctx) {
       const char *file = clattn_context_tuning_file(ctx), *path = clattn_context_tuning_path(ctx);
       printf("    tuning     %s", clattn_context_tuning_origin(ctx, 0));

@@ -1,0 +1,16 @@
+# Session 30's call: the warpgroup MMA forms' checks on the GPU after the one-stage ring
+# fix (4c6fb4e; tools/gpu_session29.sh checks: the CLI's full checks and the warpgroup
+# tests natively), the backward's forms timed against mma.sync
+# (tools/sweeps/rr_wgmma_bwd.txt), then issue #21's table beside torch SDPA and the seed
+# with the warpgroup MMA backward on (the forward on mma.sync).
+# `bash tools/gpu_session30.sh [checks|bwd|torch]...`; each part has a time limit.
+. tools/gpu_env.sh
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+printf 'rerope_wgmma=1\nrerope_bwd_wgmma=0\n' > /tmp/bwg.txt
+printf 'rerope_wgmma=1\nrerope_bwd_wgmma=0\nrerope_bwd_block_n=32\nrerope_bwd_stages=2\n' > /tmp/bwg_bn32s2.txt
+PARTS=${*:-checks bwd torch}
+part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+part checks && timeout 200 bash tools/gpu_session29.sh checks
+part bwd && REGS=${REGS:-} REPEAT=${REPEAT:-5} timeout 200 bash tools/gpu_ab_cl.sh tools/sweeps/rr_wgmma_bwd.txt
+part torch && CLATTN_TUNING_FILE=/tmp/bwg.txt PYTHONUNBUFFERED=1 timeout 190 python3 tools/rerope_vs_torch.py \
+  --clattn build-gpubin/new/clattn --repeat 5 --seed-bwd-max-d 64 2>&1 | tee $OUT/vs_torch.txt
