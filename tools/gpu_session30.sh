@@ -4,6 +4,13 @@
 # (tools/sweeps/rr_wgmma_bwd.txt), then issue #21's table beside torch SDPA and the seed
 # with the warpgroup MMA backward on (the forward on mma.sync).
 # `bash tools/gpu_session30.sh [checks|bwd|torch]...`; each part has a time limit.
+# Written in session 30, which got no machine (not run yet). What follows from it:
+# - checks: 0 FAILED and the warpgroup test passing -> drop `.rerope_bwd_wgmma = 1` from
+#   the sm_90 row (host/params.c) where b128c_wg / b64c_wg beat b128c / b64c;
+# - bwd: b128c_bn32s2 (b128c_wg_bn32s2) faster than b128c (b128c_wg) -> dq's default at
+#   D >= 96 becomes the ring of two tiles of 32 (lib/rerope.c plan_phased: keep two stages
+#   and halve the tiles instead of one stage of 64, which since 4c6fb4e waits for its
+#   copies before computing each tile).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 printf 'rerope_wgmma=1\nrerope_bwd_wgmma=0\n' > /tmp/bwg.txt
