@@ -27,6 +27,16 @@ usage() {
 
 R="--repeat 1 --warmup 0"
 run devices
+# --json: one object per device that parses, with the profile's features
+devices_json() {
+  "$bin" devices --json | python3 -c 'import json, sys
+for line in sys.stdin:
+    d = json.loads(line)
+    assert {"nv_ptx", "amd_builtins", "cpu_prefetch"} <= set(d["features"]), d.get("features")
+    assert d["params"], "no tuning values"'
+}
+if devices_json; then ok=$((ok + 1)); echo "ok   clattn devices --json"
+else bad=$((bad + 1)); echo "FAIL clattn devices --json"; fi
 run --help
 for c in decode merge rerope quant; do run run $c --help; done
 usage run nosuch

@@ -38,7 +38,9 @@ static void print_params(const clattn_context *ctx) {
   }
 }
 
-/* --json: the profile and every tuning value of one device, one line. */
+static const char *json_bool(int x) { return x ? "true" : "false"; }
+
+/* --json: the profile, its features and every tuning value of one device, one line. */
 static void print_json(cl_uint index, const clattn_device_profile *p, bool is_default,
                        const clattn_context *ctx) {
   printf("{\"index\":%u,\"default\":%s,", index, is_default ? "true" : "false");
@@ -49,6 +51,11 @@ static void print_json(cl_uint index, const clattn_device_profile *p, bool is_de
          "\"local_mem_bytes\":%llu,\"global_mem_bytes\":%llu,",
          p->compute_units, p->simd_width, p->max_work_group_size,
          (unsigned long long)p->local_mem_bytes, (unsigned long long)p->global_mem_bytes);
+  printf("\"features\":{\"fp16\":%s,\"fp64\":%s,\"subgroups\":%s,\"int64_atomics\":%s,"
+         "\"nv_ptx\":%s,\"amd_builtins\":%s,\"cpu_prefetch\":%s},",
+         json_bool(p->has_fp16), json_bool(p->has_fp64), json_bool(p->has_subgroups),
+         json_bool(p->has_int64_atomics), json_bool(p->has_nv_ptx), json_bool(p->has_amd_builtins),
+         json_bool(p->has_cpu_prefetch));
   if (!ctx) {
     cli_json_str("error", clattn_last_error(), false);
     printf("}\n");
