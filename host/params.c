@@ -105,9 +105,9 @@ typedef struct row {
  * split walking whole token rows (PoCL, 2-core Xeon, B=8 ctx=8192 Hq=32
  * Hkv=8 D=128 f16: 19.8 ms, 13.5 GB/s, against 113.6 ms for the work-group
  * kernel, whose group reads one KV head's row every Hkv D 2 bytes; with
- * the CPU's prefetch instruction, a 2-core EPYC: 10.2 ms, 49-60% of its
- * streaming read; tools/PERF.md). The K/V cache kernels take a work-item per row (PoCL,
- * 65536 x 8 rows of 128 f16, int4 quantize / dequantize: 67 / 12.4 ms
+ * the CPU's prefetch instruction, a 2-core EPYC: 10.2 ms, 50-54% of its
+ * streaming read; tools/PERF.md). The K/V cache kernels take a work-item
+ * per row (PoCL, 65536 x 8 rows of 128 f16, int4 quantize / dequantize: 67 / 12.4 ms
  * against 134 / 39.3 with a row's lanes in a work-group). */
 #define CPU_ROW                                                                             \
   .decode_wg = 64, .decode_splits_per_cu = 2, .decode_min_keys_per_split = 64,              \
