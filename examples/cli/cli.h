@@ -84,6 +84,8 @@ bool cli_read(cli_env *env, cl_mem buf, clattn_dtype dt, size_t off, size_t n, d
 /* Prints "key":"v" for a JSON object (quotes and backslashes escaped, a
  * newline as \n, other control characters dropped), then a comma when asked. */
 void cli_json_str(const char *key, const char *v, bool comma);
+/* A JSON boolean's text: "true" or "false". */
+const char *cli_json_bool(bool v);
 /* Monotonic wall clock in seconds. */
 double cli_now(void);
 

@@ -520,6 +520,8 @@ cl_mem cli_flush_buffer(cli_env *env, size_t *words) {
   return cli_buffer(env, bytes, "L2 flush buffer");
 }
 
+const char *cli_json_bool(bool v) { return v ? "true" : "false"; }
+
 void cli_json_str(const char *key, const char *v, bool comma) {
   printf("\"%s\":\"", key);
   for (; *v; v++) {

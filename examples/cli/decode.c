@@ -668,8 +668,8 @@ static void print_json(const run *r, const timing *t, const timing *tb, const ch
   cli_json_str("dtype", o->dtype, true);
   cli_json_str("kv_dtype", o->kv_dtype, true);
   printf("\"paged\":%s,\"page_size\":%d,\"varlen\":%s,\"causal\":%s,\"bias\":%s,\"lse\":%s,",
-         o->paged ? "true" : "false", o->page_size, o->varlen ? "true" : "false",
-         o->causal ? "true" : "false", o->bias ? "true" : "false", o->lse ? "true" : "false");
+         cli_json_bool(o->paged), o->page_size, cli_json_bool(o->varlen), cli_json_bool(o->causal),
+         cli_json_bool(o->bias), cli_json_bool(o->lse));
   printf("\"splits\":%d,\"time_ms\":%.6f,\"last_kernel_ms\":%.6f,\"wall_ms\":%.6f,\"kv_bytes\":%.0f,"
          "\"gbps\":%.2f,",
          r->splits, t->median_ms, t->last_ms, t->wall_ms, r->kv_bytes, gbps);

@@ -38,12 +38,10 @@ static void print_params(const clattn_context *ctx) {
   }
 }
 
-static const char *json_bool(int x) { return x ? "true" : "false"; }
-
 /* --json: the profile, its features and every tuning value of one device, one line. */
 static void print_json(cl_uint index, const clattn_device_profile *p, bool is_default,
                        const clattn_context *ctx) {
-  printf("{\"index\":%u,\"default\":%s,", index, is_default ? "true" : "false");
+  printf("{\"index\":%u,\"default\":%s,", index, cli_json_bool(is_default));
   cli_json_str("name", p->name, true);
   cli_json_str("platform", p->platform, true);
   cli_json_str("arch", p->arch, true);
@@ -53,9 +51,9 @@ static void print_json(cl_uint index, const clattn_device_profile *p, bool is_de
          (unsigned long long)p->local_mem_bytes, (unsigned long long)p->global_mem_bytes);
   printf("\"features\":{\"fp16\":%s,\"fp64\":%s,\"subgroups\":%s,\"int64_atomics\":%s,"
          "\"nv_ptx\":%s,\"amd_builtins\":%s,\"cpu_prefetch\":%s},",
-         json_bool(p->has_fp16), json_bool(p->has_fp64), json_bool(p->has_subgroups),
-         json_bool(p->has_int64_atomics), json_bool(p->has_nv_ptx), json_bool(p->has_amd_builtins),
-         json_bool(p->has_cpu_prefetch));
+         cli_json_bool(p->has_fp16), cli_json_bool(p->has_fp64), cli_json_bool(p->has_subgroups),
+         cli_json_bool(p->has_int64_atomics), cli_json_bool(p->has_nv_ptx),
+         cli_json_bool(p->has_amd_builtins), cli_json_bool(p->has_cpu_prefetch));
   if (!ctx) {
     cli_json_str("error", clattn_last_error(), false);
     printf("}\n");
@@ -70,7 +68,7 @@ static void print_json(cl_uint index, const clattn_device_profile *p, bool is_de
     printf("%s{", i ? "," : "");
     cli_json_str("name", t->name, true);
     printf("\"value\":%d,\"lo\":%d,\"hi\":%d,\"pow2\":%s,", clattn_context_tuning_value(ctx, i),
-           t->lo, t->hi, t->pow2 ? "true" : "false");
+           t->lo, t->hi, cli_json_bool(t->pow2));
     cli_json_str("origin", clattn_context_tuning_origin(ctx, i), true);
     cli_json_str("meaning", t->meaning, false);
     printf("}");

@@ -371,7 +371,7 @@ static int run_merge(const opts *o) {
            "\"head_dim\":%d,\"dtype\":\"%s\",\"out_dtype\":\"%s\",\"stacked\":%s,\"time_ms\":%.6f,"
            "\"bytes\":%.0f,\"gbps\":%.2f,\"check\":\"%s\",\"max_err\":%.4g",
            prof->name, o->n, o->batch, o->m, o->heads, o->head_dim, o->dtype,
-           clattn_dtype_name(r->odt), o->stacked ? "true" : "false", ms, fwd_bytes,
+           clattn_dtype_name(r->odt), cli_json_bool(o->stacked), ms, fwd_bytes,
            fwd_bytes / (ms * 1e6), check, err_o);
     if (o->backward)
       printf(",\"backward_ms\":%.6f,\"backward_gbps\":%.2f", bms, bwd_bytes / (bms * 1e6));
