@@ -588,7 +588,12 @@ CLATTN_INLINE void port_values(__local const float (*s_l)[RB][WG], __local const
                                const port_at *at) {
   const int ks = at->ks, c = at->c;
   (void)sh, (void)vrow_l, (void)v_ss;
-  if (ks >= NS) return;
+  /* Work-items past the NS subsets (WG % NC != 0, e.g. D = 72 or 96) run
+   * the pass too, on keys of the tile; port_combine leaves their sums out.
+   * No early return for them: PoCL 3.1 (LLVM 15) hoists such a test of the
+   * local id out of the tile loop and then takes the last work-item's
+   * answer for every work-item, so the whole pass was skipped (int4 / fp8
+   * at D = 72, 80, 96 with 4 rows: wrong results; test_features). */
 #if KV_Q
   for (int jj0 = ks; jj0 < WG && t0 + jj0 < at->hi; jj0 += NS * VUQ) {
     KV_WORD_T w[VUQ];

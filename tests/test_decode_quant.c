@@ -259,6 +259,19 @@ static void test_features(void) {
   c.groups = 8;
   c.page_size = 16;
   run_qcase(&c);
+  /* head dims whose chunks leave work-items out of the value pass's key
+   * subsets (WG % (D / 8) != 0), 4 rows: int4 at D = 72, fp8 at D = 96
+   * (PoCL skipped the whole pass for every work-item there) */
+  c.lane_keys = 0;
+  c.groups = 1;
+  c.D = 72;
+  c.Mq = 1;
+  c.hkv = 1;
+  run_qcase(&c);
+  c.kvdt = CLATTN_FP8;
+  c.D = 96;
+  c.page_size = 0;
+  run_qcase(&c);
 }
 
 /* The serial form (the CPU rows' choice) reads every format: int4 of 1, 2
