@@ -79,6 +79,9 @@
 #ifndef KV_GROUPS
 #define KV_GROUPS 1
 #endif
+#ifndef KQ_WIDE
+#define KQ_WIDE 0 /* quantized K in the score pass: 1 a row read as the 16-byte words holding it (its buffer ends on 16 bytes); 2 rows that start on 16 bytes */
+#endif
 #ifndef ALIGNED
 #define ALIGNED 0 /* K/V rows 16-byte aligned: wide loads */
 #endif
@@ -171,14 +174,15 @@ static inline float8 affine8(float8 x, float2 ss) { return fma(x, (float8)(ss.x)
 #define simd_max_or_self(x) (x)
 #endif
 
-#if KSTAGE && KV_Q
-/* A staged quantized K row: its int32 words, the row stride odd so that the
- * work-items reading different rows hit different banks. */
+/* A quantized K row's int32 words: int4's scale-shift words and codes, fp8's codes. */
 #if KV_Q == 1
 #define KQ_X (KV_GROUPS + NC)
 #else
 #define KQ_X (2 * NC)
 #endif
+#if KSTAGE && KV_Q
+/* A staged quantized K row: the row stride odd so that the work-items
+ * reading different rows hit different banks. */
 #define KQ_STRIDE (KQ_X | 1)
 #elif KSTAGE
 /* A staged K row: 16-byte words, 8 elements each for f16/bf16, 4 for f32.
@@ -200,6 +204,55 @@ static inline float8 kword8_f16(__local const uint4 *row, int c) {
                   half2_bits_to_float2(w.w));
 }
 #define kstaged8(row, c) CAT(kword8_, KV_DT)((row), (c))
+#endif
+
+#if KQ_WIDE && KV_Q && !KSTAGE
+/* The score pass's quantized K row (a work-item's whole row) in 16-byte
+ * loads, not word by word (fp8: 8 bytes): a warp's load instruction then
+ * fetches four times the bytes (each instruction touches one line per key
+ * either way). KQ_WIDE 2: rows start on 16 bytes. KQ_WIDE 1: rows start on
+ * any word (int4's 68 bytes): the 16-byte words from the one at or before
+ * the row hold it, and two selects a word shift it into place; the last may
+ * reach 12 bytes past the row, inside the buffer where its size is a
+ * multiple of 16 (the host checks). H100, CLATTN_PORTABLE=1, B=64
+ * ctx=32768: int4g4 (80-byte rows) 3.40 -> 2.79 ms, fp8 4.86 -> 4.10; int4
+ * of one group (the shift) 2.66 -> 2.68, paged B=16 0.265 -> 0.270: the
+ * tuning's decode_kq_wide = 1 takes the first only (tools/PERF.md). */
+#define KQ_WIN ((KQ_X + 6) / 4) /* 16-byte words holding a row at any word offset */
+CLATTN_INLINE void kq_row_words(__global const uint *k, long row, uint w[KQ_X]) {
+#if KQ_WIDE == 2
+  const __global uint4 *p = (const __global uint4 *)(k + row);
+#pragma unroll
+  for (int i = 0; i < KQ_X; i += 4) {
+    const uint4 x = p[i / 4];
+    w[i] = x.x;
+    if (i + 1 < KQ_X) w[i + 1] = x.y;
+    if (i + 2 < KQ_X) w[i + 2] = x.z;
+    if (i + 3 < KQ_X) w[i + 3] = x.w;
+  }
+#else
+  const int m = (int)(row & 3);
+  const __global uint4 *p = (const __global uint4 *)(k + (row - m));
+  uint a[4 * KQ_WIN];
+#pragma unroll
+  for (int i = 0; i < KQ_WIN; i++) {
+    const uint4 x = p[i];
+    a[4 * i] = x.x;
+    a[4 * i + 1] = x.y;
+    a[4 * i + 2] = x.z;
+    a[4 * i + 3] = x.w;
+  }
+#pragma unroll
+  for (int i = 0; i < 4 * KQ_WIN - 1; i++) a[i] = (m & 1) ? a[i + 1] : a[i];
+#pragma unroll
+  for (int i = 0; i < KQ_X; i++) w[i] = (m & 2) ? a[i + 2] : a[i];
+#endif
+}
+#if KV_Q == 1
+#define KW_RAW8(w, c) int4_codes8((w)[KV_GROUPS + (c)])
+#else
+#define KW_RAW8(w, c) fp8_values8((uint2)((w)[2 * (c)], (w)[2 * (c) + 1]))
+#endif
 #endif
 
 /* Order-preserving map of floats to ints, so atomic_max on ints is a float max. */
@@ -493,6 +546,10 @@ CLATTN_INLINE void port_scores(__local float (*s_l)[RB][WG], __local int (*tmax_
 #endif
       float sdot[RB];
       for (int r = 0; r < RB; r++) sdot[r] = 0.0f;
+#if KQ_WIDE && KV_Q
+      uint kw[KQ_X];
+      kq_row_words(k, row, kw);
+#endif
 #pragma unroll
       for (int g = 0; g < NG; g++) {
         float part[RB];
@@ -503,6 +560,8 @@ CLATTN_INLINE void port_scores(__local float (*s_l)[RB][WG], __local int (*tmax_
           const float8 kk = KV_RAW8(kq_l, tid * KQ_STRIDE, cc);
 #elif KSTAGE
           const float8 kk = kstaged8(k_l + tid * KSTRIDE, cc);
+#elif KQ_WIDE && KV_Q
+          const float8 kk = KW_RAW8(kw, cc);
 #else
           const float8 kk = KV_RAW8(k, row, cc);
 #endif
@@ -514,6 +573,8 @@ CLATTN_INLINE void port_scores(__local float (*s_l)[RB][WG], __local int (*tmax_
 #if KV_Q
 #if KSTAGE
         const float2 ss = KV_SS(kq_l, tid * KQ_STRIDE, g * (NC / NG), kss);
+#elif KQ_WIDE
+        const float2 ss = KV_SS(kw, 0, g * (NC / NG), kss);
 #else
         const float2 ss = KV_SS(k, row, g * (NC / NG), kss);
 #endif

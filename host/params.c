@@ -27,10 +27,13 @@ typedef struct row {
   clattn_tuning t;
 } row;
 
-/* The portable kernels' values every GPU row starts from. */
+/* The portable kernels' values every GPU row starts from. Quantized K rows
+ * that start on 16 bytes are read 16 bytes at a time (decode_kq_wide = 1;
+ * H100, B=64 ctx=32768: int4g4 and fp8 16-18% faster; rows at any word
+ * through the shift, 2, level: cl/decode.cl kq_row_words). */
 #define GPU_COMMON                                                                          \
   .decode_splits_per_cu = 2, .decode_min_keys_per_split = 256, .decode_max_splits = 128,    \
-  .merge_wg = 128, .quant_wg = 256, .decode_merge_last = 8
+  .merge_wg = 128, .quant_wg = 256, .decode_merge_last = 8, .decode_kq_wide = 1
 #define GPU_PORTABLE .decode_wg = 128, GPU_COMMON
 
 /* Hopper / Ampere (H200 measurements, tools/PERF.md). Decode takes the
@@ -99,7 +102,7 @@ typedef struct row {
 #define AMD_CDNA                                                                            \
   .decode_wg = 256, .decode_splits_per_cu = 4, .decode_min_keys_per_split = 256,            \
   .decode_max_splits = 128, .merge_wg = 256, .quant_wg = 256, .rerope_block_m = 32,         \
-  .rerope_block_n = 32, .rerope_wg = 256, .decode_merge_last = 8
+  .rerope_block_n = 32, .rerope_wg = 256, .decode_merge_last = 8, .decode_kq_wide = 1
 
 /* CPUs: few compute units. Decode takes the serial form, a work-item per
  * split walking whole token rows (PoCL, 2-core Xeon, B=8 ctx=8192 Hq=32

@@ -275,6 +275,18 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
   const bool want = pl->pr.kv_q ? t->decode_kstage_quant : (t->decode_kstage && pl->aligned);
   pl->kstage = want && !pl->lane_keys && kstage_bytes + other_bytes <= ctx->profile.local_mem_bytes;
   pl->vuq = t->decode_quant_value_rows ? t->decode_quant_value_rows : 8;
+  /* a work-item's quantized K row in 16-byte loads: rows on 16 bytes (and
+   * whole 16-byte words or a buffer that ends on 16 bytes), else the words
+   * that hold a row, which may reach 12 bytes past it: its buffer must end
+   * on 16 bytes */
+  if (pl->pr.kv_q && t->decode_kq_wide && !pl->lane_keys && !pl->kstage) {
+    const size_t kb = buffer_bytes(&p->k);
+    const bool ends16 = kb > 0 && kb % 16 == 0;
+    if (aligned_to(&p->k, 16) && (row_width(&pl->pr) % 4 == 0 || ends16))
+      pl->kq_wide = 2;
+    else if (ends16 && t->decode_kq_wide == 2)
+      pl->kq_wide = 1;
+  }
 
   /* The tensor-core form where it applies (D a multiple of 8, fp8 16, padded
    * to 64 in registers; f16/bf16 q with 16-byte aligned K/V rows of its
@@ -390,10 +402,10 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
 }
 
 void clattn_decode_plan_options(const plan *pl, bool split, char *buf, size_t size) {
-  char page[64] = ""; /* a paged kernel is built for its page size (no runtime division) */
+  char page[96] = ""; /* a paged kernel is built for its page size (no runtime division) */
   if (pl->pr.paged) snprintf(page, sizeof page, " -DKV_PAGE_SIZE=%d", pl->pr.page_size);
   if (pl->pr.kv_q && !pl->mma && !pl->serial)
-    snprintf(page + strlen(page), sizeof page - strlen(page), " -DVUQ=%d", pl->vuq);
+    snprintf(page + strlen(page), sizeof page - strlen(page), " -DVUQ=%d -DKQ_WIDE=%d", pl->vuq, pl->kq_wide);
   if (pl->serial) /* built for its KV head count */
     snprintf(page + strlen(page), sizeof page - strlen(page), " -DSERIAL=1 -DHKV=%d", pl->pr.Hkv);
   snprintf(buf, size,
@@ -514,6 +526,9 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.pr.page_size = pl.pr.paged ? 48 : 0;
     EMIT(pl, g & 1);
     pl.lane_keys = 0;
+    pl.kq_wide = g == 4 ? 2 : 1; /* 16-byte loads: rows of 80 bytes on 16, of 68 / 72 / 96 anywhere */
+    EMIT(pl, g & 1);
+    pl.kq_wide = 0;
     pl.kstage = 1;
     EMIT(pl, g & 2);
   }
@@ -525,6 +540,9 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.pr.varlen = fnuz;
     EMIT(pl, 1);
     pl.lane_keys = 0;
+    pl.kq_wide = 2 - fnuz;
+    EMIT(pl, fnuz);
+    pl.kq_wide = 0;
     pl.kstage = 1;
     EMIT(pl, fnuz);
   }

@@ -36,6 +36,25 @@ static bool serial_form;
 /* the portable form's V rows in flight as raw words (0: the row's;
  * test_value_rows sets it) */
 static int value_rows;
+/* the portable score pass's K rows in 16-byte loads, and the form the plan
+ * must take (-DKQ_WIDE=n: 1 rows at any word, 2 rows on 16 bytes;
+ * test_kq_wide sets them) */
+static int kq_wide, kq_wide_want;
+/* K's buffer one word longer than its rows (test_kq_wide): no longer a
+ * multiple of 16 bytes */
+static bool k_buffer_odd;
+
+/* Whether the partial kernel's build options for p hold the word
+ * <macro><value> (e.g. "-DVUQ=" 3). */
+static bool build_has(const clattn_decode_params *p, const char *macro, int value) {
+  char opts[1024], want[64];
+  if (clattn_decode_build_options(fx.ctx, p, opts, sizeof opts) != CLATTN_SUCCESS) return false;
+  snprintf(want, sizeof want, "%s%d", macro, value);
+  const char *at = strstr(opts, want);
+  const bool ok = at && (at[strlen(want)] == ' ' || at[strlen(want)] == '\0');
+  if (!ok) fprintf(stderr, "  build options without %s: %s\n", want, opts);
+  return ok;
+}
 
 static void run_qcase(const qcase *c) {
   const int B = 3, Hq = 8, Hkv = c->hkv ? c->hkv : 2, D = c->D ? c->D : 64, N = 100, Mq = c->Mq;
@@ -116,7 +135,12 @@ static void run_qcase(const qcase *c) {
   }
   const int64_t outer = ps ? num_pages : B, inner = ps ? ps : N;
   const size_t nrow = (size_t)outer * inner * Hkv;
-  cl_mem km = buf_from_i32((const int32_t *)dk, nrow * X), vm = buf_from_i32((const int32_t *)dv, nrow * X);
+  uint32_t *dk_odd = NULL;
+  if (k_buffer_odd) {
+    dk_odd = calloc(nrow * X + 1, 4);
+    memcpy(dk_odd, dk, nrow * X * 4);
+  }
+  cl_mem km = buf_from_i32((const int32_t *)(dk_odd ? dk_odd : dk), nrow * X + (dk_odd != NULL)), vm = buf_from_i32((const int32_t *)dv, nrow * X);
   cl_mem ksm = buf_from_i32((const int32_t *)dks, nrow), vsm = buf_from_i32((const int32_t *)dvs, nrow);
   cl_mem qm = buf_from(q, nq, qdt), om = buf_poison(nq * 4), lm = buf_poison(sizeof lse / 2);
   cl_mem lenm = buf_from_i32(kv_len, B), tm = NULL, bm = NULL;
@@ -159,6 +183,7 @@ static void run_qcase(const qcase *c) {
   fx.ctx->tuning.decode_lane_keys = c->lane_keys;
   fx.ctx->tuning.decode_kstage_quant = c->kstage;
   fx.ctx->tuning.decode_quant_value_rows = value_rows;
+  fx.ctx->tuning.decode_kq_wide = kq_wide;
   fx.ctx->tuning.decode_mma_int4_stages = fx.ctx->tuning.decode_mma_fp8_stages = c->stages;
   fx.ctx->tuning.decode_mma_int4_heads = c->heads;
   fx.ctx->tuning.decode_mma_int4_whole = c->whole != 0;
@@ -169,13 +194,10 @@ static void run_qcase(const qcase *c) {
     const char *k = clattn_decode_kernels(fx.ctx, &p);
     CU_ASSERT(k && strstr(k, "serial"));
   }
-  if (value_rows) { /* the count reaches the portable kernel's build */
-    char opts[1024], want[32];
-    CHECK_OK(clattn_decode_build_options(fx.ctx, &p, opts, sizeof opts));
-    snprintf(want, sizeof want, "-DVUQ=%d", value_rows);
-    const char *at = strstr(opts, want);
-    CU_ASSERT(at && (at[strlen(want)] == ' ' || at[strlen(want)] == '\0'));
-  }
+  if (value_rows) /* the count reaches the portable kernel's build */
+    CU_ASSERT(build_has(&p, "-DVUQ=", value_rows));
+  if (kq_wide) /* the form too */
+    CU_ASSERT(build_has(&p, "-DKQ_WIDE=", kq_wide_want));
   if (c->parts) {
     int parts = 0;
     CHECK_OK(clattn_decode_workspace_size(fx.ctx, &p, NULL, &parts));
@@ -225,6 +247,7 @@ static void run_qcase(const qcase *c) {
   buf_release(&km), buf_release(&vm), buf_release(&ksm), buf_release(&vsm), buf_release(&qm);
   buf_release(&om), buf_release(&lm), buf_release(&lenm), buf_release(&tm), buf_release(&bm);
   if (ps) free(dk), free(dv), free(dks), free(dvs);
+  free(dk_odd);
   free(kw), free(vw), free(kss), free(vss), free(kd), free(vd), free(x), free(q), free(o_ref);
   free(o), free(bias), free(table);
 }
@@ -388,6 +411,40 @@ static void test_value_rows(void) {
   value_rows = 0;
 }
 
+/* The portable score pass's K rows in 16-byte loads. Rows at every word
+ * offset (int4 of one group: 36 and 68 bytes apart; two groups: 40; fp8 of
+ * D = 72: 72), read as the 16-byte words that hold them and shifted into
+ * place; rows on 16 bytes (int4 of 4 groups at D = 96: 64 bytes; fp8 at
+ * D = 64: 64) read straight. Paged, causal Mq = 3, bias, splits, a sequence
+ * of length 0; every case's buffers end on 16 bytes. */
+static void test_kq_wide(void) {
+  /* kvdt, groups, page, Mq, causal, bias, splits, lanes, kstage, mma, D, stages, hkv */
+  static const struct { qcase c; int want; } cases[] = {
+      {{CLATTN_INT4, 1, 0, 1, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 1},
+      {{CLATTN_INT4, 1, 0, 4, 0, 0, 0, 0, 0, 0, 72, 0, 0, 0, 0, 0, 0}, 1},
+      {{CLATTN_INT4, 1, 16, 3, 1, 1, 0, 0, 0, 0, 128, 0, 4, 0, 0, 0, 0}, 1},
+      {{CLATTN_INT4, 2, 0, 2, 0, 0, 3, 0, 0, 0, 64, 0, 0, 0, 0, 0, 0}, 1},
+      {{CLATTN_INT4, 4, 16, 1, 1, 0, 0, 0, 0, 0, 96, 0, 0, 0, 0, 0, 0}, 2},
+      {{CLATTN_FP8, 1, 0, 2, 1, 1, 2, 0, 0, 0, 72, 0, 0, 0, 0, 0, 0}, 1},
+      {{CLATTN_FP8_FNUZ, 1, 16, 1, 0, 0, 0, 0, 0, 0, 64, 0, 0, 0, 0, 0, 0}, 2},
+  };
+  kq_wide = 2;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kq_wide_want = cases[i].want;
+    run_qcase(&cases[i].c);
+  }
+  /* a K buffer that does not end on 16 bytes: rows at any word keep the
+   * word loads (the words holding the last row would reach past it), rows
+   * on 16 bytes of whole 16-byte words keep theirs */
+  k_buffer_odd = true;
+  kq_wide_want = 0;
+  run_qcase(&cases[0].c); /* int4, D = 64 */
+  kq_wide_want = 2;
+  run_qcase(&cases[sizeof cases / sizeof cases[0] - 1].c); /* fp8 fnuz, D = 64 */
+  k_buffer_odd = false;
+  kq_wide = kq_wide_want = 0;
+}
+
 /* The tensor-core form on int4 (one group) and fp8 rows: the codes become f16
  * operands, the rows' affine maps fold into scores and weights. Rows come
  * straight from global memory (stages 0) or through a ring of staged blocks
@@ -530,6 +587,7 @@ void add_decode_quant_tests(CU_pSuite s) {
   CU_add_test(s, "quantized K/V: fp8 e4m3fn and fnuz", test_fp8);
   CU_add_test(s, "quantized K/V: causal, bias, paged, lanes", test_features);
   CU_add_test(s, "quantized K/V: K rows staged in local memory", test_kstage);
+  CU_add_test(s, "quantized K/V: K rows in 16-byte loads", test_kq_wide);
   CU_add_test(s, "quantized K/V: the value pass's rows in flight", test_value_rows);
   CU_add_test(s, "quantized K/V: every fp8 code through each form's loads", test_fp8_codes);
   CU_add_test(s, "quantized K/V: the serial form", test_serial);
