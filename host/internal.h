@@ -174,7 +174,7 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(rerope_bwd_block_m, 0, 64, 1, "two-phase backward: dk/dv's query rows per tile (0: the most the local memory holds, up to 64)") \
   X(rerope_bwd_block_n, 0, 64, 1, "two-phase backward: dq's keys per tile (0: the most the local memory holds, up to 64)") \
   X(rerope_bwd_stages, 0, 2, 0, "two-phase backward: dq's key tiles in the ring (0: 2 where tiles of 64 fit so, else 1; on the fly 1)") \
-  X(rerope_bwd_wgmma, 0, 2, 0, "two-phase backward: warpgroup MMA (0: on sm_90; 1 never; 2 also through the emulation)") \
+  X(rerope_bwd_wgmma, 0, 3, 0, "two-phase backward: warpgroup MMA (0: on sm_90 up to D = 64; 1 never; 2 at every D, also through the emulation; 3 on sm_90 at every D)") \
   X(rerope_bwd_qring, 0, 2, 0, "two-phase backward: dk/dv's keys' fragments in registers and its query tiles through a ring of 2 (0: where its tiles would be under 32 rows otherwise; 1 never; 2 always)") \
   /* quantize / dequantize / append */                                                          \
   X(quant_wg, 1, 1024, 1, "K/V cache kernels: work-items per group")                            \

@@ -120,11 +120,10 @@ typedef struct row {
 
 static const row table[] = {
     /* sm_90 has bulk copies: whole token rows. ReRoPE's warpgroup MMA forms
-     * (rerope_wgmma, rerope_bwd_wgmma) are built and checked on CPUs (emulated) and by
-     * ptxas (sm_90a), not yet run on an H200: off until tools/gpu_session29.sh
-     * has checked and timed it there. */
-    {BY_ARCH, "nvidia-sm9", {NVIDIA_MMA, .decode_mma_int4_whole = 1, .rerope_wgmma = 1,
-                              .rerope_bwd_wgmma = 1}},
+     * pass their checks on the GPU (tools/gpu_session31.sh); the backward's
+     * is on up to D = 64 (lib/rerope.c plan_phased: 3-8% faster there,
+     * slower above on an H100), the forward's off (slower than mma.sync). */
+    {BY_ARCH, "nvidia-sm9", {NVIDIA_MMA, .decode_mma_int4_whole = 1, .rerope_wgmma = 1}},
     {BY_ARCH, "nvidia-sm8", {NVIDIA_MMA}},
     {BY_ARCH, "amd-gfx9", {AMD_CDNA}},
     {BY_ARCH, "amd-gfx1", {GPU_PORTABLE, .rerope_block_m = 32, .rerope_block_n = 32, .rerope_wg = 128}},

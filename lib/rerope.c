@@ -239,10 +239,13 @@ static bool aligned16(const clattn_tensor *t) {
 static bool plan_phased(const clattn_context *ctx, const clattn_rr_problem *p, size_t row,
                         size_t emu, clattn_rr_plan *pl) {
   const clattn_tuning *tu = &ctx->tuning;
-  /* warpgroup MMA (sm_90; emulated where rerope_bwd_wgmma = 2): the same
-   * plan, tiles as core matrices without padding */
+  /* warpgroup MMA (sm_90 up to D = 64, at every D where rerope_bwd_wgmma =
+   * 2 or 3; emulated where 2): the same plan, tiles as core matrices without
+   * padding. Z=1 H=32 N=8192 W=2048 causal, against mma.sync: H200 D = 64
+   * 8% faster, D = 128 2.5%; H100 (tools/gpu_session31.sh) D = 64 3% faster,
+   * D = 96 11% and D = 128 5% slower. */
   const int wgm = tu->rerope_bwd_wgmma;
-  const int wgmma = wgm != 1 && (clattn_nv_wgmma_active(ctx) || (wgm == 2 && emu > 0));
+  const int wgmma = wgm != 1 && ((clattn_nv_wgmma_active(ctx) && (wgm != 0 || p->D <= 64)) || (wgm == 2 && emu > 0));
   if (wgmma) row = 2 * (size_t)p->D;
   const size_t local = ctx->profile.local_mem_bytes > emu ? ctx->profile.local_mem_bytes - emu : 0;
   if (p->D > 128) return false;

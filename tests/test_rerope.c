@@ -691,7 +691,8 @@ static void test_kernels_named(void) {
     CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 1), "portable");
     clattn_force_path(2);
     const clattn_tuning saved = fx.ctx->tuning;
-    fx.ctx->tuning.rerope_wgmma = 1; /* (where the device has it, the forward takes warpgroup MMA) */
+    /* (where the device has it, both take warpgroup MMA by default: here not) */
+    fx.ctx->tuning.rerope_wgmma = fx.ctx->tuning.rerope_bwd_wgmma = 1;
     CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 0), "tensor cores");
     CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 1), "tensor cores");
     fx.ctx->tuning.rerope_wgmma = 2;
