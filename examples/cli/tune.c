@@ -48,6 +48,8 @@ static const cli_decode_shape decode_shapes[] = {
     {.batch = 1, .q_len = 1, .heads = 32, .kv_heads = 8, .head_dim = 128, .ctx = 32768, .dtype = "f16"},
     {.batch = 64, .q_len = 1, .heads = 32, .kv_heads = 8, .head_dim = 128, .ctx = 4096, .dtype = "f16"},
     {.batch = 64, .q_len = 1, .heads = 32, .kv_heads = 8, .head_dim = 128, .ctx = 32768, .dtype = "f16"},
+    /* the quantized rows' variants (the portable form's; the tensor-core form reads them too) */
+    {.batch = 64, .q_len = 1, .heads = 32, .kv_heads = 8, .head_dim = 128, .ctx = 32768, .dtype = "f16", .kv_dtype = "int4"},
 };
 /* a CPU's: issue #22's PoCL shape and a long single sequence */
 static const cli_decode_shape decode_cpu_shapes[] = {
@@ -65,11 +67,15 @@ static const cli_decode_shape decode_quick_shapes[] = {
  * where one work-item per group would take seconds. */
 #define TC "tensor cores"
 #define PORT "portable"
+#define PORTQ "portable, quantized rows"
 static const knob decode_knobs[] = {
     {"decode_serial", 2, {0, 1}, "serial"},
     {"decode_wg", 4, {32, 64, 128, 256}, PORT},
     {"decode_lane_keys", 2, {0, 1}, PORT},
     {"decode_kstage", 2, {0, 1}, PORT},
+    {"decode_kq_wide", 3, {0, 1, 2}, PORTQ},
+    {"decode_kstage_quant", 2, {0, 1}, PORTQ},
+    {"decode_quant_value_rows", 3, {4, 8, 16}, PORTQ},
     {"decode_splits_per_cu", 4, {1, 2, 4, 8}, NULL},
     {"decode_min_keys_per_split", 5, {64, 128, 256, 512, 1024}, NULL},
     {"decode_max_splits", 4, {32, 64, 128, 256}, NULL},
@@ -85,6 +91,7 @@ static const knob decode_knobs[] = {
 };
 #undef TC
 #undef PORT
+#undef PORTQ
 static const knob decode_quick_knobs[] = {
     {"decode_wg", 2, {32, 128}, "portable"},
     {"decode_splits_per_cu", 2, {1, 4}, NULL},
@@ -161,7 +168,7 @@ static const cli_rerope_shape rerope_bwd_quick_shapes[] = {
 /* the two-phase kernels' tiles and forms (lib/rerope.c plan_phased); the
  * portable backward shares the forward family's tiles */
 static const knob rerope_bwd_knobs[] = {
-    {"rerope_bwd_wgmma", 2, {0, 1}, "tensor cores"}, /* sm_90's warpgroup MMA form, checked first */
+    {"rerope_bwd_wgmma", 3, {0, 1, 3}, "tensor cores"}, /* sm_90's warpgroup MMA form, checked first */
     {"rerope_bwd_qring", 2, {1, 2}, "tensor cores"},
     {"rerope_bwd_block_m", 3, {16, 32, 64}, "tensor cores"},
     {"rerope_bwd_block_n", 2, {32, 64}, "tensor cores"},
