@@ -201,10 +201,11 @@ void clattn_feature_options(const clattn_context *ctx, char *buf, size_t size) {
   if (sscanf(ctx->profile.arch, "nvidia-sm%u", &sm) != 1) sm = 0;
   snprintf(buf, size,
            " -DCLATTN_NV_PTX=%d -DCLATTN_NV_SM=%u -DCLATTN_NV_WGMMA=%d -DCLATTN_AMD=%d -DCLATTN_SIMD=%u"
-           " -DCLATTN_FP64=%d -DCLATTN_CPU_PREFETCH=%d",
+           " -DCLATTN_FP64=%d -DCLATTN_CPU_PREFETCH=%d -DCLATTN_F32_DENORM=%d",
            clattn_nv_ptx_active(ctx), sm, clattn_nv_ptx_active(ctx) && sm == 90,
            fast_paths() && ctx->profile.has_amd_builtins, ctx->profile.simd_width,
-           ctx->profile.has_fp64, fast_paths() && ctx->profile.has_cpu_prefetch);
+           ctx->profile.has_fp64, fast_paths() && ctx->profile.has_cpu_prefetch,
+           ctx->profile.has_f32_denormals); /* standard OpenCL, as fp64: CLATTN_PORTABLE keeps it */
 }
 
 bool clattn_nv_ptx_active(const clattn_context *ctx) {

@@ -180,6 +180,10 @@ clattn_status clattn_device_profile_query(cl_device_id d, clattn_device_profile 
   clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, ext_size, ext, NULL);
   p->has_fp16 = strstr(ext, "cl_khr_fp16") != NULL;
   p->has_fp64 = strstr(ext, "cl_khr_fp64") != NULL;
+  /* kernels built without -cl-denorms-are-zero keep f32 denormals where the device has them */
+  cl_device_fp_config fp32 = 0;
+  p->has_f32_denormals = clGetDeviceInfo(d, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp32, &fp32, NULL) == CL_SUCCESS &&
+                         (fp32 & CL_FP_DENORM) != 0;
   p->has_subgroups = strstr(ext, "cl_khr_subgroups") != NULL;
   p->has_int64_atomics = strstr(ext, "cl_khr_int64_base_atomics") != NULL;
   classify(p, d, ext);

@@ -196,6 +196,7 @@ typedef struct clattn_device_profile {
   int has_amd_builtins;     /* AMD GCN/CDNA/RDNA builtins usable */
   int has_int64_atomics;    /* cl_khr_int64_base_atomics (decode's one-launch merge) */
   int has_cpu_prefetch;     /* __builtin_prefetch in kernels (PoCL's CPU device: clang, flat memory) */
+  int has_f32_denormals;    /* f32 denormals kept (CL_FP_DENORM): fp8 decoded by one multiply */
 } clattn_device_profile;
 
 CLATTN_API clattn_status clattn_context_profile(const clattn_context *ctx,

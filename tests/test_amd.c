@@ -149,7 +149,7 @@ static size_t compile_all(const char *clang, const char *cpu, int simd, bool opt
     const bool nv = strcmp(cpu, NV_TARGET) == 0;
     const char *common[] = {clang, "-x", "cl", "-cl-std=CL1.2", "-Xclang", "-finclude-default-header",
                             "-DCLATTN_FP64=1"};
-    const char *amd[] = {"-nogpulib", "-target", "amdgcn-amd-amdhsa", mcpu, "-DCLATTN_AMD=1",
+    const char *amd[] = {"-nogpulib", "-target", "amdgcn-amd-amdhsa", mcpu, "-DCLATTN_AMD=1", "-DCLATTN_F32_DENORM=1",
                          simd_def, "-DCLATTN_NV_PTX=0", optimize ? "-O2" : "-O0"};
     const char *nvptx[] = {"-target", "nvptx64-nvidia-nvcl", "-Xclang", "-target-cpu", "-Xclang", "sm_90",
                            "-Xclang", "-cl-ext=+cl_khr_int64_base_atomics", "-Dasm=__asm__",

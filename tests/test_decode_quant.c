@@ -340,21 +340,26 @@ static void test_kstage(void) {
 
 /* Every E4M3 code (FN and FNUZ) through decode's fp8 loads, the portable, the
  * serial and the tensor-core form (f16 q; its PTX emulated off NVIDIA, where
- * it is the software pairs of cl/decode_rows.clh, as for FNUZ on NVIDIA):
- * one key per sequence and q = 0, so p = 1 and o is the key's
- * V row exactly; sequences 0 and 1 hold the 256 codes as V elements (each
- * o element is its code's value, NaN for the NaN codes), sequence 2 a K row
- * with one NaN code (its score, so all its o, NaN). Scale 1, shift 0. */
+ * it is the software pairs of cl/decode_rows.clh, as for FNUZ on NVIDIA),
+ * and the portable form again with the profile's f32 denormals the other way
+ * (cl/quant.clh's decode by one multiply and its bit-level twin): one key per
+ * sequence and q = 0, so p = 1 and o is the key's V row exactly; sequences 0
+ * and 1 hold the 256 codes as V elements (each o element is its code's
+ * value, NaN for the NaN codes), in order and as 5 i mod 256 (so that every
+ * code shares a word with no NaN code once: such words take the bit-level
+ * decode), sequence 2 a K row with one NaN code (its score, so all its o,
+ * NaN). Scale 1, shift 0. */
 static void test_fp8_codes(void) {
   enum { B = 3, D = 128, X = D / 4 };
   for (int fnuz = 0; fnuz < 2; fnuz++)
-    for (int form = 0; form < 3; form++) { /* portable, serial, tensor cores */
-      const int serial = form == 1;
-      const clattn_dtype qdt = form == 2 ? CLATTN_F16 : CLATTN_F32;
+    for (int form = 0; form < 8; form++) { /* (portable, serial, tensor cores, portable with
+                                              the denormals flipped) x the two orders */
+      const int serial = form % 4 == 1, spread = form / 4;
+      const clattn_dtype qdt = form % 4 == 2 ? CLATTN_F16 : CLATTN_F32;
       uint32_t kw[B * X], vw[B * X], ss[B];
       memset(kw, 0, sizeof kw);
       memset(vw, 0, sizeof vw);
-      for (int i = 0; i < 2 * D; i++) vw[(i / D) * X + (i % D) / 4] |= (uint32_t)i << (8 * (i % 4));
+      for (int i = 0; i < 2 * D; i++) vw[(i / D) * X + (i % D) / 4] |= (uint32_t)(spread ? 5 * i % 256 : i) << (8 * (i % 4));
       kw[2 * X + 5] = (fnuz ? 0x80u : 0x7fu) << 16; /* element 22 of sequence 2's K */
       for (int b = 0; b < B; b++) ss[b] = 0x3c00u; /* fp16 scale 1, shift 0 */
       double zeros[B * D] = {0}, o[B * D];
@@ -371,21 +376,25 @@ static void test_fp8_codes(void) {
       p.maybe_k_scale_shift = clattn_tensor_3d(sm, 0, CLATTN_I32, B, 1, 1);
       p.maybe_v_scale_shift = clattn_tensor_3d(sm, 0, CLATTN_I32, B, 1, 1);
       const clattn_tuning saved = fx.ctx->tuning;
+      const int denormals = fx.ctx->profile.has_f32_denormals;
       fx.ctx->tuning.decode_serial = serial;
       fx.ctx->tuning.decode_mma = 0;
-      clattn_force_path(form == 2 ? 2 : serial ? 0 : 1);
+      if (form % 4 == 3) fx.ctx->profile.has_f32_denormals = !denormals;
+      clattn_force_path(form % 4 == 2 ? 2 : serial ? 0 : 1);
       const char *k = clattn_decode_kernels(fx.ctx, &p);
-      CU_ASSERT(k && strstr(k, form == 2 ? "tensor cores" : serial ? "serial" : "portable"));
+      CU_ASSERT(k && strstr(k, form % 4 == 2 ? "tensor cores" : serial ? "serial" : "portable"));
       CHECK_OK(clattn_decode(fx.ctx, fx.queue, &p, 0, NULL, NULL));
       clattn_force_path(0);
       fx.ctx->tuning = saved;
+      fx.ctx->profile.has_f32_denormals = denormals;
       buf_read(om, 0, B * D, CLATTN_F32, o);
       int bad = 0;
       for (int i = 0; i < 2 * D; i++) {
-        const double want = ref_fp8_decode((uint8_t)i, fnuz);
+        const int code = spread ? 5 * i % 256 : i;
+        const double want = ref_fp8_decode((uint8_t)code, fnuz);
         if (isnan(want) ? !isnan(o[i]) : o[i] != want) {
           if (bad++ < 4) fprintf(stderr, "fp8%s form %d code 0x%02x: o %g, want %g\n", fnuz ? " fnuz" : "",
-                                 form, i, o[i], want);
+                                 form, code, o[i], want);
         }
       }
       for (int d = 0; d < D; d++) bad += !isnan(o[2 * D + d]);

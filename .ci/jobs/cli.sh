@@ -32,7 +32,7 @@ devices_json() {
   "$bin" devices --json | python3 -c 'import json, sys
 for line in sys.stdin:
     d = json.loads(line)
-    assert {"nv_ptx", "amd_builtins", "cpu_prefetch"} <= set(d["features"]), d.get("features")
+    assert {"nv_ptx", "amd_builtins", "cpu_prefetch", "f32_denormals"} <= set(d["features"]), d.get("features")
     assert d["params"], "no tuning values"'
 }
 if devices_json; then ok=$((ok + 1)); echo "ok   clattn devices --json"

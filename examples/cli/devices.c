@@ -50,10 +50,11 @@ static void print_json(cl_uint index, const clattn_device_profile *p, bool is_de
          p->compute_units, p->simd_width, p->max_work_group_size,
          (unsigned long long)p->local_mem_bytes, (unsigned long long)p->global_mem_bytes);
   printf("\"features\":{\"fp16\":%s,\"fp64\":%s,\"subgroups\":%s,\"int64_atomics\":%s,"
-         "\"nv_ptx\":%s,\"amd_builtins\":%s,\"cpu_prefetch\":%s},",
+         "\"nv_ptx\":%s,\"amd_builtins\":%s,\"cpu_prefetch\":%s,\"f32_denormals\":%s},",
          cli_json_bool(p->has_fp16), cli_json_bool(p->has_fp64), cli_json_bool(p->has_subgroups),
          cli_json_bool(p->has_int64_atomics), cli_json_bool(p->has_nv_ptx),
-         cli_json_bool(p->has_amd_builtins), cli_json_bool(p->has_cpu_prefetch));
+         cli_json_bool(p->has_amd_builtins), cli_json_bool(p->has_cpu_prefetch),
+         cli_json_bool(p->has_f32_denormals));
   if (!ctx) {
     cli_json_str("error", clattn_last_error(), false);
     printf("}\n");
@@ -111,9 +112,9 @@ static void print_device(cl_uint index, cl_device_id dev, bool is_default, show 
     print_size(" (max allocation", p.max_alloc_bytes);
     print_size("), local", p.local_mem_bytes);
     printf("\n    features   fp16 %s, fp64 %s, subgroups %s; fast paths: NVIDIA PTX %s, AMD %s, CPU "
-           "prefetch %s\n",
+           "prefetch %s, f32 denormals %s\n",
            yes_no(p.has_fp16), yes_no(p.has_fp64), yes_no(p.has_subgroups), yes_no(p.has_nv_ptx),
-           yes_no(p.has_amd_builtins), yes_no(p.has_cpu_prefetch));
+           yes_no(p.has_amd_builtins), yes_no(p.has_cpu_prefetch), yes_no(p.has_f32_denormals));
     if (ctx) {
       const char *file = clattn_context_tuning_file(ctx), *path = clattn_context_tuning_path(ctx);
       printf("    tuning     %s", clattn_context_tuning_origin(ctx, 0));
