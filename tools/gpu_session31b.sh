@@ -4,7 +4,7 @@
 # torch with the defaults, and `clattn tune --family decode` on the portable kernels (its
 # new int4 shape and knobs). fp8 decoded by one multiply where f32 denormals are kept
 # (cl/quant.clh) against its bit-level twin (cl_twin/, an untracked copy), checked first.
-# `bash tools/gpu_session31b.sh [port|torch|tune]...`
+# `bash tools/gpu_session31b.sh [port|torch|tune]...` (default: port tune).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 printf 'decode_kq_wide=0\n' > /tmp/kq0.txt
