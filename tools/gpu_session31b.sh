@@ -17,7 +17,7 @@ if part port; then
     env $e ./build-gpubin/new/clattn devices --device NVIDIA 2>&1 | grep features
     for kv in fp8 fp8fnuz; do env $e ./build-gpubin/new/clattn run decode --batch 3 --heads 8 --kv-heads 2 --ctx 1000 --kv-dtype $kv --repeat 2 2>&1 | grep -E "check|rror"; done
   done | tee $OUT/port_checks.txt
-  OUT=$OUT/port REPEAT=10 timeout 170 bash tools/gpu_ab_cl.sh tools/sweeps/portable_q31.txt
+  OUT=$OUT/port REPEAT=10 timeout 170 bash tools/gpu_ab_cl.sh tools/sweeps/${SWEEP:-portable_q31}.txt
 fi
 part torch && PYTHONUNBUFFERED=1 timeout 130 python3 tools/rerope_vs_torch.py \
   --clattn build-gpubin/new/clattn --repeat 5 --seed-bwd-max-d 64 --shape 1/32/8192/64/2048/causal \
