@@ -283,8 +283,8 @@ static void test_features(void) {
   c.page_size = 16;
   run_qcase(&c);
   /* head dims whose chunks leave work-items out of the value pass's key
-   * subsets (WG % (D / 8) != 0), 4 rows: int4 at D = 72, fp8 at D = 96
-   * (PoCL skipped the whole pass for every work-item there) */
+   * subsets (WG % (D / 8) != 0), 8 rows (one KV head): int4 at D = 72,
+   * fp8 at D = 96 (PoCL skipped the whole pass for every work-item there) */
   c.lane_keys = 0;
   c.groups = 1;
   c.D = 72;
