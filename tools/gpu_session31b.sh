@@ -3,7 +3,7 @@
 # formats with those defaults (tools/sweeps/portable_q31.txt), issue #21's table beside
 # torch with the defaults, and `clattn tune --family decode` on the portable kernels (its
 # new int4 shape and knobs). fp8 decoded by one multiply where f32 denormals are kept
-# (cl/quant.clh) against its bit-level twin (cl_twin/, an untracked copy), checked first.
+# (cl/quant.clh) against its bit-level twin (cl_twin/, a copy this script makes), checked first.
 # `bash tools/gpu_session31b.sh [port|torch|tune]...` (default: port tune).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -17,6 +17,9 @@ if part port; then
     env $e ./build-gpubin/new/clattn devices --device NVIDIA 2>&1 | grep features
     for kv in fp8 fp8fnuz; do env $e ./build-gpubin/new/clattn run decode --batch 3 --heads 8 --kv-heads 2 --ctx 1000 --kv-dtype $kv --repeat 2 2>&1 | grep -E "check|rror"; done
   done | tee $OUT/port_checks.txt
+  # cl_twin: the kernels with fp8's bit-level decode only (the twin of the decode by one multiply)
+  rm -rf cl_twin && cp -r cl cl_twin && sed -i 's/^#elif !QUANT_STRAIGHT \&\& CLATTN_F32_DENORM$/#elif 0/' cl_twin/quant.clh
+  grep -q '^#elif 0$' cl_twin/quant.clh || echo "cl_twin: the fp8 branch was not found"
   OUT=$OUT/port REPEAT=10 timeout 170 bash tools/gpu_ab_cl.sh tools/sweeps/${SWEEP:-portable_q31}.txt
 fi
 part torch && PYTHONUNBUFFERED=1 timeout 130 python3 tools/rerope_vs_torch.py \
