@@ -209,8 +209,9 @@ __kernel void clattn_kv_write(
 #if KV_QUANT == 2
       if (crow >= 0) srow = cache_row(&sl, &pg, N, b, j, h);
 #endif
-      /* a racing store of the same value: any order leaves 1 */
-      if (crow < 0 && l == 0 && err) err[err_off] = 1;
+      /* a racing store of the same value: any order leaves 1 (a row's lane 0 reports) */
+      if (crow < 0 && err)
+        if (l == 0) err[err_off] = 1;
     }
   }
   const bool live = crow >= 0;
@@ -318,7 +319,8 @@ __kernel void clattn_kv_read(
   const kv_pages pg = kv_pages_of(table, table_off, table_st, max_pages, page_size, num_pages);
   const long j = (long)(start ? start[start_off + b * start_st] : 0) + i;
   const long crow = cache_row(&cl, &pg, N, b, j, h);
-  if (crow < 0 && l0 == 0 && err) err[err_off] = 1;
+  if (crow < 0 && err)
+    if (l0 == 0) err[err_off] = 1; /* a row's first lane reports */
 #if KV_QUANT == 2
   const kv_layout sl = {s_off, s_s0, s_s1, s_s2};
   const float2 rss = crow < 0 ? (float2)(0.0f) : scale_shift_unpack(s[kv_row(&sl, &pg, b, (int)j, h)]);
