@@ -14,6 +14,13 @@ static size_t buffer_bytes(const clattn_tensor *t) {
   return n;
 }
 
+/* t's buffer ends on 16 bytes, so 16-byte loads of the words that hold its
+ * last row (reaching up to 12 bytes past it) stay inside it. */
+static bool buffer_ends16(const clattn_tensor *t) {
+  const size_t n = buffer_bytes(t);
+  return n > 0 && n % 16 == 0;
+}
+
 /* The largest key stride (stride[1]) of K, V and, fp8, their scale-shift
  * words: the kernels hold 16 keys' row offsets in 32 bits where it is small. */
 static int64_t max_key_stride(const clattn_decode_params *p, int kv_q) {
@@ -83,10 +90,7 @@ static void plan_stages(const clattn_context *ctx, const clattn_decode_params *p
   if (!pl->pr.kv_q || want < 2) return;
   if (pl->pr.kv_q == 1 && pl->pr.kv_groups > 1) return; /* read straight from global memory */
   if (pl->pr.paged && pl->pr.page_size % 16) return;
-  if (pl->pr.kv_q == 1) {
-    const size_t kb = buffer_bytes(&p->k), vb = buffer_bytes(&p->v);
-    if (kb == 0 || kb % 16 || vb == 0 || vb % 16) return;
-  }
+  if (pl->pr.kv_q == 1 && !(buffer_ends16(&p->k) && buffer_ends16(&p->v))) return;
   /* a block's row offsets are 32-bit byte counts in the kernel */
   if (max_key_stride(p, pl->pr.kv_q) >= ((int64_t)1 << 25)) return;
   const size_t chunks = pl->pr.kv_q == 1 ? (size_t)(4 * (pl->pr.kv_groups + pl->pr.D / 8) + 27) / 16 : (size_t)pl->pr.D / 16;
@@ -242,6 +246,38 @@ static void plan_wide(const clattn_context *ctx, plan *pl) {
     pl->WG = wg;
 }
 
+/* The portable kernel's score pass: a key's lanes reading it together where
+ * the lane sum is cheap (see cl/lanes.clh), else K tiles staged in local
+ * memory (aligned float K, or quantized K) when the tile fits beside the
+ * rest (the lane-per-chunk pass reads K coalesced already); quantized V's
+ * rows in flight. */
+static void plan_portable(const clattn_context *ctx, plan *pl) {
+  const clattn_tuning *t = &ctx->tuning;
+  const int nc = pl->pr.D / 8;
+  pl->lane_keys = t->decode_lane_keys && (nc & (nc - 1)) == 0 && pl->WG % nc == 0;
+  const size_t es = clattn_dtype_size(pl->pr.kvdt);
+  const size_t kstage_bytes = pl->pr.kv_q ? (size_t)pl->WG * (row_width(&pl->pr) | 1) * 4
+                                       : (size_t)pl->WG * (pl->pr.D * es / 16 + 1) * 16;
+  const size_t other_bytes = (size_t)pl->RB * (pl->pr.D + 2 * pl->WG + 3 + pl->pr.kv_groups) * 4;
+  const bool want = pl->pr.kv_q ? t->decode_kstage_quant : (t->decode_kstage && pl->aligned);
+  pl->kstage = want && !pl->lane_keys && kstage_bytes + other_bytes <= ctx->profile.local_mem_bytes;
+  pl->vuq = t->decode_quant_value_rows ? t->decode_quant_value_rows : 8;
+}
+
+/* The portable score pass's quantized K row in 16-byte loads (one
+ * work-item's whole row; neither lanes nor staging): rows on 16 bytes
+ * (whole 16-byte words, or a buffer that ends on 16 bytes), else, where the
+ * tuning allows, the words that hold a row, which may reach 12 bytes past
+ * it: its buffer must end on 16 bytes. */
+static void plan_kq_wide(const clattn_tuning *t, const clattn_decode_params *p, plan *pl) {
+  if (!pl->pr.kv_q || !t->decode_kq_wide || pl->lane_keys || pl->kstage) return;
+  const bool ends16 = buffer_ends16(&p->k);
+  if (aligned_to(&p->k, 16) && (row_width(&pl->pr) % 4 == 0 || ends16))
+    pl->kq_wide = 2;
+  else if (ends16 && t->decode_kq_wide == 2)
+    pl->kq_wide = 1;
+}
+
 clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
   memset(pl, 0, sizeof *pl);
   CLATTN_TRY(clattn_decode_validate(ctx, p, &pl->pr));
@@ -262,31 +298,7 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
     return clattn_fail(CLATTN_UNSUPPORTED, "decode needs %d work-items per group; the device allows %zu",
                        pl->WG, ctx->profile.max_work_group_size);
 
-  /* a key's lanes read it together where the lane sum is cheap (see cl/lanes.clh) */
-  const int nc = pl->pr.D / 8;
-  pl->lane_keys = t->decode_lane_keys && (nc & (nc - 1)) == 0 && pl->WG % nc == 0;
-
-  /* K tiles staged in local memory (aligned float K, or quantized K) when the
-   * tile fits beside the rest; the lane-per-chunk pass reads K coalesced already */
-  const size_t es = clattn_dtype_size(pl->pr.kvdt);
-  const size_t kstage_bytes = pl->pr.kv_q ? (size_t)pl->WG * (row_width(&pl->pr) | 1) * 4
-                                       : (size_t)pl->WG * (pl->pr.D * es / 16 + 1) * 16;
-  const size_t other_bytes = (size_t)pl->RB * (pl->pr.D + 2 * pl->WG + 3 + pl->pr.kv_groups) * 4;
-  const bool want = pl->pr.kv_q ? t->decode_kstage_quant : (t->decode_kstage && pl->aligned);
-  pl->kstage = want && !pl->lane_keys && kstage_bytes + other_bytes <= ctx->profile.local_mem_bytes;
-  pl->vuq = t->decode_quant_value_rows ? t->decode_quant_value_rows : 8;
-  /* a work-item's quantized K row in 16-byte loads: rows on 16 bytes (and
-   * whole 16-byte words or a buffer that ends on 16 bytes), else the words
-   * that hold a row, which may reach 12 bytes past it: its buffer must end
-   * on 16 bytes */
-  if (pl->pr.kv_q && t->decode_kq_wide && !pl->lane_keys && !pl->kstage) {
-    const size_t kb = buffer_bytes(&p->k);
-    const bool ends16 = kb > 0 && kb % 16 == 0;
-    if (aligned_to(&p->k, 16) && (row_width(&pl->pr) % 4 == 0 || ends16))
-      pl->kq_wide = 2;
-    else if (ends16 && t->decode_kq_wide == 2)
-      pl->kq_wide = 1;
-  }
+  plan_portable(ctx, pl);
 
   /* The tensor-core form where it applies (D a multiple of 8, fp8 16, padded
    * to 64 in registers; f16/bf16 q with 16-byte aligned K/V rows of its
@@ -373,6 +385,7 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
    * few (the tuning's most: one work-group's merge of many splits costs more
    * than a merge kernel), the last of a row block's work-groups merges them.
    * Token rows' groups span several heads: two launches. */
+  if (!pl->mma && !pl->serial) plan_kq_wide(t, p, pl);
   pl->merge_last = pl->S > 1 && pl->S <= t->decode_merge_last && ctx->profile.has_int64_atomics &&
                    !pl->tokens && !pl->serial;
   if (pl->S > 1) {
