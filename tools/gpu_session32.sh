@@ -1,0 +1,20 @@
+# Session 32's GPU calls. First: `bash tools/gpu_session31b.sh port torch tune` (fp8 by one
+# multiply: 8% faster at B=64 ctx=32768, 18% slower at B=16 ctx=8192, with 4-24 bytes of
+# spills at 128 registers). This one: the NaN lanes set after the multiply instead of the
+# bit-level decode in a branch. `bash tools/gpu_session32.sh` checks fp8 natively and
+# portable (every code, the K/V cache kernels, the CLI's check), then times cl/ against
+# cl_head/ (the first form: an untracked copy made on the development machine) and
+# cl_twin/ (the bit-level decode only, made here), REGS=1 (tools/sweeps/portable_fp8_32b.txt).
+. tools/gpu_env.sh
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+for e in CLATTN_PORTABLE=1 CLATTN_X=0; do
+  env $e CLATTN_TEST_ONLY="every fp8 code" timeout 60 ./build-gpubin/new/test_decode 2>&1 | grep -E "fp8|asserts" | head -6
+  env $e CLATTN_TEST_ONLY="fp8" timeout 60 ./build-gpubin/new/test_kvcache 2>&1 | grep -E "FAIL|asserts" | head -4
+  for kv in fp8 fp8fnuz; do env $e ./build-gpubin/new/clattn run decode --batch 3 --heads 8 --kv-heads 2 --ctx 1000 --kv-dtype $kv --repeat 2 2>&1 | grep -E "check|rror"; done
+done | tee $OUT/checks.txt
+rm -rf cl_twin && cp -r cl cl_twin && sed -i 's/^#elif !QUANT_STRAIGHT \&\& CLATTN_F32_DENORM$/#elif 0/' cl_twin/quant.clh
+grep -q '^#elif 0$' cl_twin/quant.clh || echo "cl_twin: the fp8 branch was not found"
+[ -d cl_head ] || echo "cl_head: missing (copy cl/ with 7a6a9f8's quant.clh)"
+OUT=$OUT REPEAT=10 REGS=1 timeout 300 bash tools/gpu_ab_cl.sh tools/sweeps/${SWEEP:-portable_fp8_32b}.txt
+# issue #20's table (nothing in decode changed since session 29's; the fresh figures for the note)
+[ -n "$TORCH" ] && PYTHONUNBUFFERED=1 timeout 240 python3 tools/decode_vs_torch.py --clattn build-gpubin/new/clattn --repeat 20 2>&1 | tee $OUT/decode_vs_torch.txt
