@@ -5,8 +5,12 @@
 # portable (every code, the K/V cache kernels, the CLI's check), then times cl/ against
 # cl_head/ (the first form: an untracked copy made on the development machine) and
 # cl_twin/ (the bit-level decode only, made here), REGS=1 (tools/sweeps/portable_fp8_32b.txt).
+# `bash tools/gpu_session32.sh [fp8|torch|bwd]...` (default: fp8).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+PARTS=${*:-fp8}
+part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+if part fp8; then
 for e in CLATTN_PORTABLE=1 CLATTN_X=0; do
   env $e CLATTN_TEST_ONLY="every fp8 code" timeout 60 ./build-gpubin/new/test_decode 2>&1 | grep -E "fp8|asserts" | head -6
   env $e CLATTN_TEST_ONLY="fp8" timeout 60 ./build-gpubin/new/test_kvcache 2>&1 | grep -E "FAIL|asserts" | head -4
@@ -16,5 +20,9 @@ rm -rf cl_twin && cp -r cl cl_twin && sed -i 's/^#elif !QUANT_STRAIGHT \&\& CLAT
 grep -q '^#elif 0$' cl_twin/quant.clh || echo "cl_twin: the fp8 branch was not found"
 [ -d cl_head ] || echo "cl_head: missing (copy cl/ with 7a6a9f8's quant.clh)"
 OUT=$OUT REPEAT=10 REGS=1 timeout 300 bash tools/gpu_ab_cl.sh tools/sweeps/${SWEEP:-portable_fp8_32b}.txt
+fi
 # issue #20's table (nothing in decode changed since session 29's; the fresh figures for the note)
-[ -n "$TORCH" ] && PYTHONUNBUFFERED=1 timeout 240 python3 tools/decode_vs_torch.py --clattn build-gpubin/new/clattn --repeat 20 2>&1 | tee $OUT/decode_vs_torch.txt
+part torch && PYTHONUNBUFFERED=1 timeout 240 python3 tools/decode_vs_torch.py --clattn build-gpubin/new/clattn --repeat 20 2>&1 | tee $OUT/decode_vs_torch.txt
+# the warpgroup MMA backward at every D on this GPU (tools/sweeps/rr_bwd_wg3.txt)
+printf 'rerope_bwd_wgmma=3\n' > /tmp/bwg3.txt
+part bwd && OUT=$OUT/bwd REPEAT=10 timeout 300 bash tools/gpu_ab_cl.sh tools/sweeps/rr_bwd_wg3.txt
