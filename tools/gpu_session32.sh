@@ -5,7 +5,7 @@
 # portable (every code, the K/V cache kernels, the CLI's check), then times cl/ against
 # cl_head/ (the first form: an untracked copy made on the development machine) and
 # cl_twin/ (the bit-level decode only, made here), REGS=1 (tools/sweeps/portable_fp8_32b.txt).
-# `bash tools/gpu_session32.sh [fp8|torch|bwd]...` (default: fp8).
+# `bash tools/gpu_session32.sh [fp8|torch|bwd|ml]...` (default: fp8).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-fp8}
@@ -23,6 +23,9 @@ OUT=$OUT REPEAT=10 REGS=1 timeout 300 bash tools/gpu_ab_cl.sh tools/sweeps/${SWE
 fi
 # issue #20's table (nothing in decode changed since session 29's; the fresh figures for the note)
 part torch && PYTHONUNBUFFERED=1 timeout 240 python3 tools/decode_vs_torch.py --clattn build-gpubin/new/clattn --repeat 20 2>&1 | tee $OUT/decode_vs_torch.txt
+# one launch at 16 splits on the B=1 shapes, main's merge (cl/) against branch exp/merge-lse8's (cl_ml/: tools/sweeps/merge_last16.txt says how to make it)
+printf 'decode_merge_last=16\n' > /tmp/ml16.txt; printf 'decode_merge_last=64\n' > /tmp/ml64.txt
+part ml && { [ -d cl_ml ] || echo "cl_ml: missing (tools/sweeps/merge_last16.txt)"; } && OUT=$OUT/ml REPEAT=20 timeout 200 bash tools/gpu_ab_cl.sh tools/sweeps/merge_last16.txt
 # the warpgroup MMA backward at every D on this GPU (tools/sweeps/rr_bwd_wg3.txt)
-printf 'rerope_bwd_wgmma=3\n' > /tmp/bwg3.txt
-part bwd && OUT=$OUT/bwd REPEAT=10 timeout 300 bash tools/gpu_ab_cl.sh tools/sweeps/rr_bwd_wg3.txt
+printf 'rerope_bwd_wgmma=3\n' > /tmp/bwg3.txt; printf 'rerope_wgmma=0\n' > /tmp/fwg.txt
+part bwd && OUT=$OUT/bwd REPEAT=10 timeout 300 bash tools/gpu_ab_cl.sh tools/sweeps/${BWD_SWEEP:-rr_bwd_wg3}.txt
