@@ -268,7 +268,9 @@ static void plan_portable(const clattn_context *ctx, plan *pl) {
  * work-item's whole row; neither lanes nor staging): rows on 16 bytes
  * (whole 16-byte words, or a buffer that ends on 16 bytes), else, where the
  * tuning allows, the words that hold a row, which may reach 12 bytes past
- * it: its buffer must end on 16 bytes. */
+ * it: its buffer must end on 16 bytes. pl->kq_wide is the kernel's KQ_WIDE
+ * (2: rows on 16 bytes, 1: the shifted words), the reverse of the tuning's
+ * order (decode_kq_wide 1: rows on 16 bytes only, 2: the shift too). */
 static void plan_kq_wide(const clattn_tuning *t, const clattn_decode_params *p, plan *pl) {
   if (!pl->pr.kv_q || !t->decode_kq_wide || pl->lane_keys || pl->kstage) return;
   const bool ends16 = buffer_ends16(&p->k);
@@ -381,11 +383,11 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
     pl->chunk = (int)chunk;
     pl->S = (int)div_up(pl->pr.kv_cap > 0 ? pl->pr.kv_cap : 1, chunk);
   }
+  if (!pl->mma && !pl->serial) plan_kq_wide(t, p, pl); /* the portable kernel's K loads */
   /* One launch where the device has the tickets' atomics and the splits are
    * few (the tuning's most: one work-group's merge of many splits costs more
    * than a merge kernel), the last of a row block's work-groups merges them.
    * Token rows' groups span several heads: two launches. */
-  if (!pl->mma && !pl->serial) plan_kq_wide(t, p, pl);
   pl->merge_last = pl->S > 1 && pl->S <= t->decode_merge_last && ctx->profile.has_int64_atomics &&
                    !pl->tokens && !pl->serial;
   if (pl->S > 1) {
