@@ -31,6 +31,8 @@ typedef struct qcase {
 /* run_qcase also checks FlashAttention's accuracy rule against f16 math, on
  * rows of unit normal values (test_mma_accuracy sets it) */
 static bool check_rule;
+/* the first sequence's length (0: 100; test_mma_accuracy's long ones) */
+static int long_n;
 /* run_qcase forces the serial form (cl/decode_serial.clh; test_serial sets it) */
 static bool serial_form;
 /* the portable form's V rows in flight as raw words (0: the row's;
@@ -57,8 +59,8 @@ static bool build_has(const clattn_decode_params *p, const char *macro, int valu
 }
 
 static void run_qcase(const qcase *c) {
-  const int B = 3, Hq = 8, Hkv = c->hkv ? c->hkv : 2, D = c->D ? c->D : 64, N = 100, Mq = c->Mq;
-  const int32_t kv_len[3] = {100, 37, 0};
+  const int B = 3, Hq = 8, Hkv = c->hkv ? c->hkv : 2, D = c->D ? c->D : 64, N = long_n ? long_n : 100, Mq = c->Mq;
+  const int32_t kv_len[3] = {N, 37, 0};
   const bool fp8 = c->kvdt != CLATTN_INT4;
   const int fnuz = c->kvdt == CLATTN_FP8_FNUZ;
   const int X = fp8 ? D / 4 : c->groups + D / 8;
@@ -525,6 +527,21 @@ static void test_mma_accuracy(void) {
   };
   check_rule = true;
   run_qcases(cases, sizeof cases / sizeof cases[0]);
+  /* One split over 8192 keys: one-group int4's V operands carry the
+   * conversion's offset (1024 + c), taken off as 1032 times the weights'
+   * sum. Taken off only at the end, the f32 sum of the offset products
+   * grew with the keys (its rounding 2^-24 of 1032 sum p per addition) and
+   * passed the rule 4x at 32768 keys on an H100 (o[0] 2x its value); every
+   * form of reading the rows (straight, a ring of staged blocks, token rows). */
+  static const qcase longs[] = {
+      {CLATTN_INT4, 1, 0, 1, 0, 0, 1, 0, 0, 1, 64, 0, 2, 0, 0, 0, 0},
+      {CLATTN_INT4, 1, 16, 1, 0, 0, 1, 0, 0, 1, 128, 3, 2, 0, 0, 0, 0},
+      {CLATTN_INT4, 1, 0, 2, 1, 0, 1, 0, 0, 1, 64, 0, 4, 4, 0, 0, 0},
+      {CLATTN_FP8, 1, 0, 1, 0, 0, 1, 0, 0, 1, 64, 0, 2, 0, 0, 0, 0},
+  };
+  long_n = 8192;
+  run_qcases(longs, sizeof longs / sizeof longs[0]);
+  long_n = 0;
   check_rule = false;
 }
 
