@@ -1,0 +1,27 @@
+# Session 33's GPU calls. `bash tools/gpu_session33.sh [check|ab|tune|ptune]...` (default:
+# check ab). The native tuner's check found one-group int4 on tensor cores wrong at B=64
+# ctx=32768 (one split of 32768 keys: the V offsets' f32 sum); check: that shape and its
+# kin against the CPU reference (--check), natively, every form of reading the rows, and the
+# accuracy test natively; ab: the flushed offsets' cost (tools/sweeps/int4_flush.txt);
+# tune / ptune: `clattn tune --family decode` native / portable (CLATTN_PORTABLE=1).
+. tools/gpu_env.sh
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+PARTS=${*:-check ab}
+part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+C=./build-gpubin/new/clattn
+printf 'decode_mma_int4_heads=0\n' > /tmp/h0.txt
+if part check; then
+  a="decode --heads 32 --kv-heads 8 --head-dim 128 --kv-dtype int4 --repeat 1 --check"
+  for s in "--batch 16 --ctx 32768" "--batch 1 --ctx 131072" "--batch 4 --ctx 32768 --page-size 16" \
+           "--batch 2 --ctx 65536 --splits 1"; do
+    for e in CLATTN_X=0 CLATTN_TUNING_FILE=/tmp/h0.txt; do
+      echo "== $e $s: $(env $e timeout 120 $C run $a $s 2>&1 | grep -E '^kernel:|^check:|out of tol' | tr '\n' ' ')"
+    done
+  done
+  CLATTN_TEST_ONLY="accuracy rule on tensor cores" timeout 120 ./build-gpubin/new/test_decode 2>&1 | grep -E "FAIL|asserts"
+  CLATTN_TEST_ONLY=int4 timeout 120 ./build-gpubin/new/test_kvcache 2>&1 | grep -E "FAIL|asserts"
+fi 2>&1 | tee $OUT/check.txt
+part ab && OUT=$OUT/ab REPEAT=20 timeout 300 bash tools/gpu_ab_cl.sh tools/sweeps/int4_flush.txt
+part tune && /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-500} $C tune --family decode --out $OUT/tune-native.txt 2>&1 | tee $OUT/tune-native.log | tail -30
+part ptune && CLATTN_PORTABLE=1 /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-500} $C tune --family decode --out $OUT/tune-portable.txt 2>&1 | tee $OUT/tune-portable.log | tail -30
+true
