@@ -37,6 +37,9 @@ dec mma_int4_whole_paged f16 f32 f16 128 256 8  1  1 0  1  0  1  0  1  0  0  1  
 dec mma_int4g4           f16 f32 f16 128 128 8  1  4 0  0  0  0  0  1  0  0  1   1  0  0   0  0   1
 dec mma_int4g2_tokens    f16 f32 f16 128 128 8  1  2 0  0  0  0  0  1  0  0  1   1  0  4   0  0   1
 dec mma_fp8              f16 f32 f16 128 256 8  2  1 0  0  0  0  0  1  0  0  1   1  0  0   0  0   1
+dec mma_f16_d80          f16 f16 f16 80  128 8  0  1 1  0  0  0  0  1  0  0  1   1  0  0   0  0   1
+dec mma_bf16_d96_causal  bf16 bf16 bf16 96 128 16 0 1 1  0  0  1  0  1  0  0  1   1  0  0   0  0   1
+dec mma_int4_d80         f16 f32 f16 80  128 8  1  1 0  0  0  0  0  1  0  0  1   1  0  0   0  0   1
 dec mma_fp8_ring_causal  f16 f32 f16 128 256 8  2  1 0  1  0  1  0  1  0  0  1   1  2  0   0  0   1  16
 dec port_f16_split       f16 f16 f16 128 128 4  0  1 1  0  0  0  0  1  0  0  0   1  0  0   0  0   0
 dec port_f32_lanes       f32 f32 f32 64  128 4  0  1 1  0  0  0  0  0  1  0  0   1  0  0   0  0   0
