@@ -3,7 +3,10 @@
 # ctx=32768 (one split of 32768 keys: the V offsets' f32 sum); check: that shape and its
 # kin against the CPU reference (--check), natively, every form of reading the rows, and the
 # accuracy test natively; ab: the flushed offsets' cost (tools/sweeps/int4_flush.txt);
-# tune / ptune: `clattn tune --family decode` native / portable (CLATTN_PORTABLE=1).
+# tune / ptune: `clattn tune --family decode` native / portable (CLATTN_PORTABLE=1);
+# matrix: model-sized shapes of every K/V format and feature through `clattn run decode`'s
+# check (the first and the last sequence where the whole is past --ref-limit), native and
+# portable; pad: the padded head dims' score products skipped (tools/sweeps/mma_pad_scores.txt).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-check ab}
@@ -24,4 +27,32 @@ fi 2>&1 | tee $OUT/check.txt
 part ab && OUT=$OUT/ab REPEAT=20 timeout 300 bash tools/gpu_ab_cl.sh tools/sweeps/int4_flush.txt
 part tune && /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-500} $C tune --family decode --out $OUT/tune-native.txt 2>&1 | tee $OUT/tune-native.log | tail -30
 part ptune && CLATTN_PORTABLE=1 /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-500} $C tune --family decode --out $OUT/tune-portable.txt 2>&1 | tee $OUT/tune-portable.log | tail -30
+if part matrix; then
+  a="decode --heads 32 --kv-heads 8 --repeat 1"
+  while read -r e s; do
+    [ -z "$s" ] && continue
+    echo "== $e $s: $(env $e timeout 60 $C run $a $s 2>&1 | grep -E '^kernel:|^check:|out of tol|rror' | tr '\n' ' ')"
+  done <<'SHAPES'
+CLATTN_X=0 --batch 64 --ctx 32768
+CLATTN_X=0 --batch 64 --ctx 32768 --dtype bf16
+CLATTN_X=0 --batch 64 --ctx 32768 --kv-dtype fp8
+CLATTN_X=0 --batch 16 --ctx 32768 --kv-dtype fp8fnuz --paged --page-size 16
+CLATTN_X=0 --batch 64 --ctx 32768 --kv-dtype int4
+CLATTN_X=0 --batch 16 --ctx 32768 --kv-dtype int4 --paged --page-size 16
+CLATTN_X=0 --batch 64 --ctx 32768 --kv-dtype int4g4
+CLATTN_X=0 --batch 8 --ctx 65536 --kv-dtype int4g2 --paged --page-size 32
+CLATTN_X=0 --batch 16 --ctx 32768 --head-dim 256
+CLATTN_X=0 --batch 16 --ctx 32768 --head-dim 80
+CLATTN_X=0 --batch 16 --ctx 32768 --head-dim 96 --kv-dtype int4
+CLATTN_X=0 --batch 16 --ctx 32768 --q-len 4 --causal --lse
+CLATTN_X=0 --batch 16 --ctx 32768 --varlen --bias --paged
+CLATTN_X=0 --batch 4 --ctx 65536 --heads 32 --kv-heads 32 --dtype bf16
+CLATTN_X=0 --batch 1 --ctx 131072
+CLATTN_PORTABLE=1 --batch 64 --ctx 32768
+CLATTN_PORTABLE=1 --batch 64 --ctx 32768 --kv-dtype int4
+CLATTN_PORTABLE=1 --batch 64 --ctx 32768 --kv-dtype fp8 --paged
+CLATTN_PORTABLE=1 --batch 16 --ctx 32768 --q-len 3 --causal --kv-dtype int4g4
+SHAPES
+fi 2>&1 | tee $OUT/matrix.txt
+part pad && OUT=$OUT/pad REPEAT=20 timeout 200 bash tools/gpu_ab_cl.sh tools/sweeps/mma_pad_scores.txt
 true
