@@ -58,6 +58,11 @@ run run decode $D --baseline
 run run decode $D --check --head-dim 96
 run run decode $D --devices 0,0
 run run decode $D --no-check
+# above --ref-limit: the first and the last sequence checked, not the check skipped
+if out=$("$bin" run decode $D --batch 5 --ref-limit 150000) &&
+  grep -q "sequences 0 and B-1: .*PASS" <<< "$out"; then
+  ok=$((ok + 1)); echo "ok   clattn run decode --ref-limit (the ends checked)"
+else bad=$((bad + 1)); echo "FAIL clattn run decode --ref-limit (the ends checked)"; fi
 
 M="--batch 2 --m 2 --heads 4 --head-dim 32 $R"
 run run merge $M --n 3
