@@ -80,7 +80,7 @@
 #define KV_GROUPS 1
 #endif
 #ifndef KQ_WIDE
-#define KQ_WIDE 0 /* quantized K in the score pass: 1 a row read as the 16-byte words holding it (its buffer ends on 16 bytes); 2 rows that start on 16 bytes */
+#define KQ_WIDE 0 /* quantized K in the score pass: 1 rows that start on 16 bytes; 2 a row read as the 16-byte words holding it (its buffer ends on 16 bytes) */
 #endif
 #ifndef ALIGNED
 #define ALIGNED 0 /* K/V rows 16-byte aligned: wide loads */
@@ -210,17 +210,18 @@ static inline float8 kword8_f16(__local const uint4 *row, int c) {
 /* The score pass's quantized K row (a work-item's whole row) in 16-byte
  * loads, not word by word (fp8: 8 bytes): a warp's load instruction then
  * fetches four times the bytes (each instruction touches one line per key
- * either way). KQ_WIDE 2: rows start on 16 bytes. KQ_WIDE 1: rows start on
+ * either way). KQ_WIDE 1: rows start on 16 bytes. KQ_WIDE 2: rows start on
  * any word (int4's 68 bytes): the 16-byte words from the one at or before
  * the row hold it, and two selects a word shift it into place; the last may
  * reach 12 bytes past the row, inside the buffer where its size is a
  * multiple of 16 (the host checks). H100, CLATTN_PORTABLE=1, B=64
  * ctx=32768: int4g4 (80-byte rows) 3.40 -> 2.79 ms, fp8 4.86 -> 4.10; int4
  * of one group (the shift) 2.66 -> 2.68, paged B=16 0.265 -> 0.270: the
- * tuning's decode_kq_wide = 1 takes the first only (tools/PERF.md). */
+ * preset (decode_kq_wide = 1, numbered as here) takes the first only
+ * (tools/PERF.md). */
 #define KQ_WIN ((KQ_X + 6) / 4) /* 16-byte words holding a row at any word offset */
 CLATTN_INLINE void kq_row_words(__global const uint *k, long row, uint w[KQ_X]) {
-#if KQ_WIDE == 2
+#if KQ_WIDE == 1
   const __global uint4 *p = (const __global uint4 *)(k + row);
 #pragma unroll
   for (int i = 0; i < KQ_X; i += 4) {

@@ -269,15 +269,15 @@ static void plan_portable(const clattn_context *ctx, plan *pl) {
  * (whole 16-byte words, or a buffer that ends on 16 bytes), else, where the
  * tuning allows, the words that hold a row, which may reach 12 bytes past
  * it: its buffer must end on 16 bytes. pl->kq_wide is the kernel's KQ_WIDE
- * (2: rows on 16 bytes, 1: the shifted words), the reverse of the tuning's
- * order (decode_kq_wide 1: rows on 16 bytes only, 2: the shift too). */
+ * (1: rows on 16 bytes, 2: the shifted words), numbered as the tuning's
+ * decode_kq_wide (1: rows on 16 bytes only, 2: the shift too). */
 static void plan_kq_wide(const clattn_tuning *t, const clattn_decode_params *p, plan *pl) {
   if (!pl->pr.kv_q || !t->decode_kq_wide || pl->lane_keys || pl->kstage) return;
   const bool ends16 = buffer_ends16(&p->k);
   if (aligned_to(&p->k, 16) && (row_width(&pl->pr) % 4 == 0 || ends16))
-    pl->kq_wide = 2;
-  else if (ends16 && t->decode_kq_wide == 2)
     pl->kq_wide = 1;
+  else if (ends16 && t->decode_kq_wide == 2)
+    pl->kq_wide = 2;
 }
 
 clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_params *p, plan *pl) {
@@ -541,7 +541,7 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.pr.page_size = pl.pr.paged ? 48 : 0;
     EMIT(pl, g & 1);
     pl.lane_keys = 0;
-    pl.kq_wide = g == 4 ? 2 : 1; /* 16-byte loads: rows of 80 bytes on 16, of 68 / 72 / 96 anywhere */
+    pl.kq_wide = g == 4 ? 1 : 2; /* 16-byte loads: rows of 80 bytes on 16, of 68 / 72 / 96 anywhere */
     EMIT(pl, g & 1);
     pl.kq_wide = 0;
     pl.kstage = 1;
@@ -555,7 +555,7 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.pr.varlen = fnuz;
     EMIT(pl, 1);
     pl.lane_keys = 0;
-    pl.kq_wide = 2 - fnuz;
+    pl.kq_wide = 1 + fnuz;
     EMIT(pl, fnuz);
     pl.kq_wide = 0;
     pl.kstage = 1;

@@ -12,15 +12,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p "$out"
 NV="-DCLATTN_NV_SM=90"
 # decode: Q_DT KV_DT O_DT D WG RB KV_Q KV_GROUPS FP8_FNUZ ALIGNED PAGED VARLEN CAUSAL HAS_BIAS
-# SPLIT LANE_KEYS KSTAGE MMA NBLK STAGES TOKENS TWHOLE STREAM ROWS32 [KV_PAGE_SIZE]
+# SPLIT LANE_KEYS KSTAGE MMA NBLK STAGES TOKENS TWHOLE STREAM ROWS32 [KV_PAGE_SIZE [more options]]
 dec() {
   local name=$1 q=$2 kv=$3 o=$4 d=$5 wg=$6 rb=$7 kvq=$8 g=$9; shift 9
   local al=$1 pg=$2 vl=$3 ca=$4 bi=$5 sp=$6 lk=$7 ks=$8 mma=$9; shift 9
-  local nb=$1 st=$2 tok=$3 wh=$4 stm=$5 r32=$6 ps=${7:-}
+  local nb=$1 st=$2 tok=$3 wh=$4 stm=$5 r32=$6 ps=${7:-} extra=${8:-}
   local opts="-DQ_DT=$q -DKV_DT=$kv -DO_DT=$o -DD=$d -DWG=$wg -DRB=$rb -DKV_Q=$kvq -DKV_GROUPS=$g"
   opts+=" -DFP8_FNUZ=0 -DALIGNED=$al -DPAGED=$pg -DVARLEN=$vl -DCAUSAL=$ca -DHAS_BIAS=$bi -DSPLIT=$sp"
   opts+=" -DLANE_KEYS=$lk -DKSTAGE=$ks -DMMA=$mma -DNBLK=$nb -DSTAGES=$st -DTOKENS=$tok -DTWHOLE=$wh"
-  opts+=" -DSTREAM=$stm -DROWS32=$r32${ps:+ -DKV_PAGE_SIZE=$ps} $NV"
+  opts+=" -DSTREAM=$stm -DROWS32=$r32${ps:+ -DKV_PAGE_SIZE=$ps}${extra:+ $extra} $NV"
   python3 tools/check_nvptx.py cl/decode.cl "$opts" --ptx "$out/$name.ptx" 2>&1 |
     grep -E "registers|spill" > "$out/$name.ptxas" || true
 }
@@ -47,6 +47,9 @@ dec port_bf16_kstage     bf16 bf16 bf16 128 128 8 0 1 1 1  1  1  1  1  0  1  0  
 dec port_int4_kstage     f16 f32 f16 128 128 4  1  2 0  0  0  0  0  1  0  1  0   1  0  0   0  0   0
 dec port_fp8_lanes       f16 f32 f16 128 128 4  2  1 0  0  0  0  0  1  1  0  0   1  0  0   0  0   0
 dec port_f16_d80         f16 f16 f16 80  128 4  0  1 1  0  0  0  0  1  0  0  0   1  0  0   0  0   0
+dec port_int4_kq_shift   f16 f32 f16 128 128 4  1  1 0  0  0  0  0  1  0  0  0   1  0  0   0  0   0  "" -DKQ_WIDE=2
+dec port_int4g4_kq16     f16 f32 f16 128 128 4  1  4 0  0  0  0  0  1  0  0  0   1  0  0   0  0   0  "" -DKQ_WIDE=1
+dec port_fp8_kq16        f16 f32 f16 128 128 4  2  1 0  0  0  0  0  1  0  0  0   1  0  0   0  0   0  "" -DKQ_WIDE=1
 # ReRoPE: forward and backward, tensor cores and portable
 rr() {
   python3 tools/check_nvptx.py "cl/$2" "$3 $NV" --ptx "$out/$1.ptx" 2>&1 | grep -E "registers|spill" > "$out/$1.ptxas" || true
