@@ -5,7 +5,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-static void decode(const ref_decode_args *a, int p_f16) {
+/* p_round: the weights exp(s - max) rounded to f16 (1), bf16 (2), or not (0). */
+static void decode(const ref_decode_args *a, int p_round) {
   const int D = a->D, G = a->Hq / a->Hkv;
   double *s = malloc(sizeof(double) * (size_t)(a->Nkv > 0 ? a->Nkv : 1));
   for (int b = 0; b < a->B; b++) {
@@ -40,7 +41,8 @@ static void decode(const ref_decode_args *a, int p_f16) {
           for (int j = 0; j < visible; j++) {
             double p = exp(s[j] - mx);
             sum += p;
-            if (p_f16) p = ref_half_value(ref_half_round(p, 0));
+            if (p_round == 1) p = ref_half_value(ref_half_round(p, 0));
+            if (p_round == 2) p = ref_bf16_value(ref_bf16_round((float)p));
             const double *v = a->v + (((long)b * a->Nkv + j) * a->Hkv + hk) * D;
             for (int d = 0; d < D; d++) o[d] += p * v[d];
           }
@@ -62,3 +64,5 @@ static void decode(const ref_decode_args *a, int p_f16) {
 void ref_decode(const ref_decode_args *a) { decode(a, 0); }
 
 void ref_decode_p_f16(const ref_decode_args *a) { decode(a, 1); }
+
+void ref_decode_p_bf16(const ref_decode_args *a) { decode(a, 2); }

@@ -23,5 +23,7 @@ void ref_decode(const ref_decode_args *a);
  * exp(s - max) rounded to f16 before it multiplies V (pass K and V rounded
  * to f16 too); the sum of the weights exact. */
 void ref_decode_p_f16(const ref_decode_args *a);
+/* The same in bf16 storage: the weights rounded to bf16. */
+void ref_decode_p_bf16(const ref_decode_args *a);
 
 #endif

@@ -23,6 +23,8 @@ typedef struct dcase {
   int two_launch;        /* splits merged by the merge kernel (decode_merge_last off) */
   int ws_junk;           /* a caller's workspace full of junk, decode run twice on it */
   const char *kernels;   /* a substring clattn_decode_kernels must give (NULL: not checked) */
+  int rule;              /* also FlashAttention's accuracy rule against the same math in the K/V
+                            dtype (f16 / bf16: the weights rounded to it); o in f32 */
 } dcase;
 
 /* Runs c and checks o (and lse) against the double reference. */

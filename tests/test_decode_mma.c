@@ -19,6 +19,34 @@ static dcase mma_base(clattn_dtype dt, int D) {
   return c;
 }
 
+/* FlashAttention's accuracy rule (run_case's check_rule) for f16 / bf16
+ * K/V on tensor cores, whose weights are rounded to the K/V dtype for the
+ * V product as torch's math rounds them: one split over 8192 keys (every
+ * rounding a warp's sums carry piles up there), causal Mq 2 with bias and
+ * GQA of 4, a padded head dim paged, D = 256 split; then the portable form
+ * (its twin, f32 weights) on the first two. o in f32. */
+static void test_mma_rule(void) {
+  static const struct { clattn_dtype dt; int D, Hkv, N, Mq, causal, bias, page, splits; } cases[] = {
+      {CLATTN_F16, 128, 2, 8192, 1, 0, 0, 0, 1},
+      {CLATTN_BF16, 64, 2, 300, 2, 1, 1, 0, 0},
+      {CLATTN_F16, 80, 2, 4000, 1, 0, 0, 16, 1},
+      {CLATTN_BF16, 256, 2, 2048, 1, 0, 0, 0, 2},
+  };
+  for (int path = 2; path >= 1; path--)
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0] && (path == 2 || i < 2); i++) {
+      dcase c = mma_base(cases[i].dt, cases[i].D);
+      c.odt = CLATTN_F32;
+      c.Hkv = cases[i].Hkv, c.Nkv = cases[i].N, c.Mq = cases[i].Mq;
+      c.causal = cases[i].causal, c.bias = cases[i].bias, c.page_size = cases[i].page;
+      c.splits = cases[i].splits;
+      c.rule = 1;
+      c.kernels = path == 2 ? "tensor cores" : "portable";
+      clattn_force_path(path);
+      run_case(&c);
+      clattn_force_path(0);
+    }
+}
+
 /* Head dims not a multiple of 64 on tensor cores (padded to 64 in
  * registers, cl/decode_mma.clh): 80, 96, 112, 160, 200 with GQA, lengths
  * 0, 1 and 45; paged, varlen causal, causal Mq 3, split. */
@@ -253,6 +281,7 @@ static void test_mma_small(void) {
 
 void add_decode_mma_tests(CU_pSuite s) {
   CU_add_test(s, "tensor-core form (PTX emulated off NVIDIA)", test_mma);
+  CU_add_test(s, "tensor-core form: accuracy rule against f16 / bf16 math", test_mma_rule);
   CU_add_test(s, "padded head dims 80 96 112 160 200 on tensor cores", test_padded_dims);
   CU_add_test(s, "tensor-core wide groups, 2 blocks in flight (few groups)", test_mma_small);
   CU_add_test(s, "one-launch merge of the splits, tickets in a junk workspace", test_merge_last);
