@@ -23,17 +23,19 @@ static int seq_len(const dcase *c, int b) {
 }
 
 /* FlashAttention's accuracy rule: o's error against the double reference
- * (ra's) at most 2x that of the same math in the K/V dtype (torch's
- * attention in f16 / bf16: K and V as stored, each weight exp(s - max)
- * rounded to the dtype before it multiplies V), plus a floor of max|v|
- * 2^-17 for the kernel's f32 sums and exp2 (what an f32 cache's error is). */
-static void check_rule(const char *name, const ref_decode_args *ra, const double *o, size_t nq,
-                       clattn_dtype kvdt) {
+ * (ra's o) at most 2x that of the same math in storage dtype dt (torch's
+ * attention in f16 / bf16: K and V as that dtype holds them, ks / vs or
+ * NULL for ra's, and each weight exp(s - max) rounded to it before it
+ * multiplies V), plus a floor of max|v| 2^-17 for the kernel's f32 sums and
+ * exp2 (what an f32 cache's error is). */
+void accuracy_rule(const char *name, const ref_decode_args *ra, const double *ks, const double *vs,
+                   const double *o, size_t nq, clattn_dtype dt) {
   double *o16 = malloc(sizeof(double) * (nq ? nq : 1)), vmax = 0.0;
   ref_decode_args r16 = *ra;
   r16.o = o16, r16.lse = NULL;
-  if (kvdt == CLATTN_BF16) ref_decode_p_bf16(&r16);
-  else if (kvdt == CLATTN_F16) ref_decode_p_f16(&r16);
+  if (ks) r16.k = ks, r16.v = vs;
+  if (dt == CLATTN_BF16) ref_decode_p_bf16(&r16);
+  else if (dt == CLATTN_F16) ref_decode_p_f16(&r16);
   else ref_decode(&r16);
   const size_t nkv = (size_t)ra->B * ra->Nkv * ra->Hkv * ra->D;
   for (size_t i = 0; i < nkv; i++) vmax = fmax(vmax, fabs(ra->v[i]));
@@ -41,7 +43,7 @@ static void check_rule(const char *name, const ref_decode_args *ra, const double
   for (size_t i = 0; i < nq; i++) e16 = fmax(e16, fabs(o16[i] - ra->o[i])), e = fmax(e, fabs(o[i] - ra->o[i]));
   const double bound = 2.0 * e16 + vmax / 131072.0;
   if (e > bound || getenv("CLATTN_TEST_VERBOSE"))
-    fprintf(stderr, "  %s: max error %.3g, %s math %.3g (bound %.3g)\n", name, e, clattn_dtype_name(kvdt), e16, bound);
+    fprintf(stderr, "  %s: max error %.3g, %s math %.3g (bound %.3g)\n", name, e, clattn_dtype_name(dt), e16, bound);
   CU_ASSERT(e <= bound);
   free(o16);
 }
@@ -291,7 +293,7 @@ void run_case(const dcase *c) {
    * from rounding q.k in f32, and from the output's own storage rounding. */
   double tol = tol_for(c->odt) + tol_for(c->kvdt) * 0.25 + 1e-4;
   double err = check_close(name, o, o_ref, nq, tol, tol);
-  if (c->rule) check_rule(name, &ra, o, nq, c->kvdt);
+  if (c->rule) accuracy_rule(name, &ra, NULL, NULL, o, nq, c->kvdt);
   if (c->lse) {
     double *lse = malloc(sizeof(double) * nlse);
     buf_read(lse_m, OPT, nlse, CLATTN_F32, lse);

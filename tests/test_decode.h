@@ -4,6 +4,7 @@
 #define CLATTN_TEST_DECODE_H
 
 #include "clattn.h"
+#include "ref.h"
 
 #include <stdint.h>
 
@@ -27,6 +28,9 @@ typedef struct dcase {
                             dtype (f16 / bf16: the weights rounded to it); o in f32 */
 } dcase;
 
+/* FlashAttention's accuracy rule for o (tests/test_decode.c). */
+void accuracy_rule(const char *name, const ref_decode_args *ra, const double *ks, const double *vs,
+                   const double *o, size_t nq, clattn_dtype dt);
 /* Runs c and checks o (and lse) against the double reference. */
 void run_case(const dcase *c);
 /* The plain case the tests vary: B=2 Mq=1 Hq=8 Hkv=2 D=64 77 keys, f32, lse. */
