@@ -1,12 +1,15 @@
-# Session 33's GPU calls. `bash tools/gpu_session33.sh [check|ab|tune|ptune]...` (default:
-# check ab). The native tuner's check found one-group int4 on tensor cores wrong at B=64
+# Session 33's GPU calls. `bash tools/gpu_session33.sh
+# [check|ab|tune|ptune|matrix|pad|flush|tables]...` (default: check ab). The native tuner's check found one-group int4 on tensor cores wrong at B=64
 # ctx=32768 (one split of 32768 keys: the V offsets' f32 sum); check: that shape and its
 # kin against the CPU reference (--check), natively, every form of reading the rows, and the
 # accuracy test natively; ab: the flushed offsets' cost (tools/sweeps/int4_flush.txt);
 # tune / ptune: `clattn tune --family decode` native / portable (CLATTN_PORTABLE=1);
 # matrix: model-sized shapes of every K/V format and feature through `clattn run decode`'s
 # check (the first and the last sequence where the whole is past --ref-limit), native and
-# portable; pad: the padded head dims' score products skipped (tools/sweeps/mma_pad_scores.txt).
+# portable; pad: the padded head dims' score products skipped (tools/sweeps/mma_pad_scores.txt);
+# flush: how often the int4 V offsets come off (tools/sweeps/int4_flush_every.txt, needs
+# cl_d23/ as tools/sweeps/int4_flush.txt says); tables: issues #20, #21 and #22's figures
+# in one go (decode and ReRoPE beside torch, the portable formats), about 8 minutes.
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-check ab}
@@ -55,4 +58,14 @@ CLATTN_PORTABLE=1 --batch 16 --ctx 32768 --q-len 3 --causal --kv-dtype int4g4
 SHAPES
 fi 2>&1 | tee $OUT/matrix.txt
 part pad && OUT=$OUT/pad REPEAT=20 timeout 200 bash tools/gpu_ab_cl.sh tools/sweeps/mma_pad_scores.txt
+part flush && OUT=$OUT/flush REPEAT=30 timeout 150 bash tools/gpu_ab_cl.sh tools/sweeps/int4_flush_every.txt
+if part tables; then
+  PYTHONUNBUFFERED=1 timeout 200 python3 tools/decode_vs_torch.py --clattn $C --repeat 20 2>&1 | tee $OUT/decode_vs_torch.txt
+  PYTHONUNBUFFERED=1 timeout 150 python3 tools/rerope_vs_torch.py --clattn $C --repeat 5 --seed-bwd-max-d 64 \
+    --shape 1/32/8192/64/2048/causal --shape 1/32/8192/64/2048 --shape 1/32/8192/128/2048/causal \
+    --shape 1/32/8192/128/8192/causal 2>&1 | tee $OUT/rerope_vs_torch.txt
+  printf 'decode_kq_wide=0\n' > /tmp/kq0.txt
+  rm -rf cl_twin && cp -r cl cl_twin && sed -i 's/^#elif !QUANT_STRAIGHT \&\& CLATTN_F32_DENORM$/#elif 0/' cl_twin/quant.clh
+  OUT=$OUT/port REPEAT=10 timeout 120 bash tools/gpu_ab_cl.sh tools/sweeps/portable_q31.txt
+fi
 true
