@@ -50,6 +50,9 @@ static const cli_decode_shape decode_shapes[] = {
     {.batch = 64, .q_len = 1, .heads = 32, .kv_heads = 8, .head_dim = 128, .ctx = 32768, .dtype = "f16"},
     /* the quantized rows' variants (the portable form's; the tensor-core form reads them too) */
     {.batch = 64, .q_len = 1, .heads = 32, .kv_heads = 8, .head_dim = 128, .ctx = 32768, .dtype = "f16", .kv_dtype = "int4"},
+    /* int4 paged at a small batch (issue #20's): the token rows' knobs */
+    {.batch = 16, .q_len = 1, .heads = 32, .kv_heads = 8, .head_dim = 128, .ctx = 8192, .dtype = "f16", .kv_dtype = "int4",
+     .paged = true, .page_size = 16},
 };
 /* a CPU's: issue #22's PoCL shape and a long single sequence */
 static const cli_decode_shape decode_cpu_shapes[] = {
@@ -88,6 +91,9 @@ static const knob decode_knobs[] = {
     {"decode_mma_splits_per_cu", 4, {0, 1, 2, 4}, TC},
     {"decode_mma_warps_per_cu", 4, {0, 12, 16, 24}, TC},
     {"decode_mma_min_keys", 4, {256, 512, 1024, 2048}, TC},
+    {"decode_mma_int4_heads", 3, {0, 4, 8}, TC},
+    {"decode_mma_int4_groups_per_cu", 4, {0, 2, 4, 8}, "token rows"},
+    {"decode_mma_int4_whole", 2, {0, 1}, "token rows"},
 };
 #undef TC
 #undef PORT
