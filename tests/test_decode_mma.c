@@ -19,7 +19,7 @@ static dcase mma_base(clattn_dtype dt, int D) {
   return c;
 }
 
-/* FlashAttention's accuracy rule (run_case's check_rule) for f16 / bf16
+/* FlashAttention's accuracy rule (accuracy_rule, through run_case) for f16 / bf16
  * K/V on tensor cores, whose weights are rounded to the K/V dtype for the
  * V product as torch's math rounds them: one split over 8192 keys (every
  * rounding a warp's sums carry piles up there), causal Mq 2 with bias and
