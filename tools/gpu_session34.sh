@@ -1,0 +1,30 @@
+# Session 34's GPU calls. `bash tools/gpu_session34.sh [ab|tables|tune|ptune]...` (default: ab).
+# ab: tools/sweeps/session34.txt (needs cl_d23/ and cl_vo/ as its first line says): how
+# often one-group int4's V offsets come off, the offsets taken off at the end of a split,
+# and the one-launch merge against two launches; tables: issues #20, #21 and #22's figures
+# in one go (decode and ReRoPE beside torch, the portable formats), about 8 minutes;
+# tune / ptune: `clattn tune --family decode` native / portable (CLATTN_PORTABLE=1).
+. tools/gpu_env.sh
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+PARTS=${*:-ab}
+part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+C=./build-gpubin/new/clattn
+printf 'decode_mma_int4_heads=0\n' > /tmp/h0.txt
+printf 'decode_merge_last=0\n' > /tmp/ml0.txt
+printf "decode_merge_last=32\n" > /tmp/ml32.txt; printf "decode_merge_last=64\n" > /tmp/ml64.txt
+printf 'decode_mma_int4_heads=0\ndecode_merge_last=16\n' > /tmp/h0ml16.txt
+for r in ${ROUNDS:-1}; do
+  part ab && OUT=$OUT/ab$r REPEAT=${REPEAT:-30} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh ${SWEEP:-tools/sweeps/session34.txt}
+done
+if part tables; then
+  PYTHONUNBUFFERED=1 timeout 200 python3 tools/decode_vs_torch.py --clattn $C --repeat 20 2>&1 | tee $OUT/decode_vs_torch.txt
+  PYTHONUNBUFFERED=1 timeout 150 python3 tools/rerope_vs_torch.py --clattn $C --repeat 5 --seed-bwd-max-d 64 \
+    --shape 1/32/8192/64/2048/causal --shape 1/32/8192/64/2048 --shape 1/32/8192/128/2048/causal \
+    --shape 1/32/8192/128/8192/causal 2>&1 | tee $OUT/rerope_vs_torch.txt
+  printf 'decode_kq_wide=0\n' > /tmp/kq0.txt
+  rm -rf cl_twin && cp -r cl cl_twin && sed -i 's/^#elif !QUANT_STRAIGHT \&\& CLATTN_F32_DENORM$/#elif 0/' cl_twin/quant.clh
+  OUT=$OUT/port REPEAT=10 timeout 120 bash tools/gpu_ab_cl.sh tools/sweeps/portable_q31.txt
+fi
+part tune && /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-500} $C tune --family decode --out $OUT/tune-native.txt 2>&1 | tee $OUT/tune-native.log | tail -30
+part ptune && CLATTN_PORTABLE=1 /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-500} $C tune --family decode --out $OUT/tune-portable.txt 2>&1 | tee $OUT/tune-portable.log | tail -30
+true
