@@ -1,4 +1,6 @@
-# Session 34's GPU calls. `bash tools/gpu_session34.sh [ab|tables|tune|ptune]...` (default: ab).
+# Session 34's GPU calls. `bash tools/gpu_session34.sh [check|ab|tables|tune|ptune]...` (default: ab).
+# check: the one-launch merge (be7d717) and the V offsets at a split's end (1768188) through
+# `clattn run decode --check` and the tests natively, portable too;
 # ab: tools/sweeps/session34.txt (needs cl_d23/ and cl_vo/ as its first line says): how
 # often one-group int4's V offsets come off, the offsets taken off at the end of a split,
 # and the one-launch merge against two launches; tables: issues #20, #21 and #22's figures
@@ -16,6 +18,26 @@ printf 'decode_mma_int4_heads=0\ndecode_merge_last=16\n' > /tmp/h0ml16.txt
 for r in ${ROUNDS:-1}; do
   part ab && OUT=$OUT/ab$r REPEAT=${REPEAT:-30} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh ${SWEEP:-tools/sweeps/session34.txt}
 done
+if part check; then
+  a="decode --heads 32 --kv-heads 8 --repeat 1 --check"
+  while read -r e s; do
+    [ -z "$s" ] && continue
+    echo "== $e $s: $(env $e timeout 60 $C run $a $s 2>&1 | grep -E '^kernel:|^check:|out of tol|rror' | tr '\n' ' ')"
+  done <<'SHAPES'
+CLATTN_X=0 --batch 1 --ctx 4096
+CLATTN_X=0 --batch 1 --ctx 4096 --splits 16
+CLATTN_X=0 --batch 4 --ctx 8192 --q-len 4 --causal --lse
+CLATTN_X=0 --batch 16 --ctx 8192 --head-dim 64 --varlen --bias --paged
+CLATTN_X=0 --batch 16 --ctx 8192 --kv-dtype int4 --paged --page-size 16
+CLATTN_X=0 --batch 16 --ctx 32768 --kv-dtype int4
+CLATTN_TUNING_FILE=/tmp/h0.txt --batch 16 --ctx 32768 --kv-dtype int4
+CLATTN_X=0 --batch 2 --ctx 8192 --head-dim 256 --dtype bf16 --lse
+CLATTN_PORTABLE=1 --batch 1 --ctx 32768
+CLATTN_PORTABLE=1 --batch 2 --ctx 8192 --kv-dtype int4 --q-len 3 --causal --lse
+SHAPES
+  CLATTN_TEST_ONLY="one-launch" timeout 120 ./build-gpubin/new/test_decode 2>&1 | grep -E "FAIL|asserts"
+  CLATTN_TEST_ONLY="accuracy rule" timeout 120 ./build-gpubin/new/test_decode 2>&1 | grep -E "FAIL|asserts"
+fi 2>&1 | tee $OUT/check.txt
 if part tables; then
   PYTHONUNBUFFERED=1 timeout 200 python3 tools/decode_vs_torch.py --clattn $C --repeat 20 2>&1 | tee $OUT/decode_vs_torch.txt
   PYTHONUNBUFFERED=1 timeout 150 python3 tools/rerope_vs_torch.py --clattn $C --repeat 5 --seed-bwd-max-d 64 \
