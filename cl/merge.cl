@@ -45,6 +45,7 @@
 #ifndef ALIGNED
 #define ALIGNED 0
 #endif
+#define MB 8 /* NARGS 1: slot 0's parts whose loads are in flight together */
 
 /* ---------------------------------------------------------------- vectors of VEC d */
 
@@ -163,7 +164,20 @@ __kernel void clattn_merge(int M, int H, int D, int nslots, int n0, long po_spli
   float mx = -INFINITY, l = 0.0f;
   const long rl0 = pl_off0 + b * plb0 + h * plh0 + m * plm0;
   const long ro0 = po_off0 + b * pob0 + m * pom0 + h * poh0;
+#if NARGS == 1
+  /* decode's split-K reduce and the stacked merge: slot 0's parts MB at a
+   * time, their loads in flight together (one after another, each load
+   * waited for, the reduce of 16 parts is a chain of 16 round trips) */
+  for (int t0 = 0; t0 < n0; t0 += MB) {
+    float y[MB];
+    _Pragma("unroll") for (int u = 0; u < MB; u++)
+      y[u] = t0 + u < n0 ? pl0[rl0 + (t0 + u) * pl_split] : -INFINITY;
+    _Pragma("unroll") for (int u = 0; u < MB; u++)
+      if (t0 + u < n0) merge_fold(&mx, &l, y[u]);
+  }
+#else
   for (int t = 0; t < n0; t++) merge_fold(&mx, &l, pl0[rl0 + t * pl_split]);
+#endif
 #define FOLD(j)                                                                              \
   const long ro##j = po_off##j + b * pob##j + m * pom##j + h * poh##j;                      \
   const float lse##j = (j < nslots) ? pl##j[pl_off##j + b * plb##j + h * plh##j + m * plm##j] \
@@ -180,10 +194,27 @@ __kernel void clattn_merge(int M, int H, int D, int nslots, int n0, long po_spli
   const long oo = o_off + out_b * ob + out_m * om + h * oh;
   for (int d = get_local_id(0) * VEC; d < D; d += get_local_size(0) * VEC) {
     vfloat acc = 0.0f;
+#if NARGS == 1
+    /* an empty part's o is read (inside its buffer) and left out by its weight 0 */
+    for (int t0 = 0; t0 < n0; t0 += MB) {
+      float y[MB];
+      vfloat x[MB];
+      _Pragma("unroll") for (int u = 0; u < MB; u++) {
+        const bool ok = t0 + u < n0;
+        y[u] = ok ? pl0[rl0 + (t0 + u) * pl_split] : -INFINITY;
+        x[u] = ok ? LDV(P0_DT, po0, ro0 + (t0 + u) * po_split + d * pod0) : (vfloat)0.0f;
+      }
+      _Pragma("unroll") for (int u = 0; u < MB; u++) {
+        const float w = t0 + u < n0 ? part_weight(y[u], mx) : 0.0f;
+        if (w != 0.0f) acc += w * x[u];
+      }
+    }
+#else
     for (int t = 0; t < n0; t++) {
       const float w = part_weight(pl0[rl0 + t * pl_split], mx);
       if (w != 0.0f) acc += w * LDV(P0_DT, po0, ro0 + t * po_split + d * pod0);
     }
+#endif
 #define ACC(j)                                                                               \
   if (w##j != 0.0f) acc += w##j * LDV(P_DT, po##j, ro##j + d * pod##j);
     FOR_SLOTS(ACC)
