@@ -31,11 +31,7 @@ part ab && OUT=$OUT/ab REPEAT=20 timeout 300 bash tools/gpu_ab_cl.sh tools/sweep
 part tune && /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-500} $C tune --family decode --out $OUT/tune-native.txt 2>&1 | tee $OUT/tune-native.log | tail -30
 part ptune && CLATTN_PORTABLE=1 /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-500} $C tune --family decode --out $OUT/tune-portable.txt 2>&1 | tee $OUT/tune-portable.log | tail -30
 if part matrix; then
-  a="decode --heads 32 --kv-heads 8 --repeat 1"
-  while read -r e s; do
-    [ -z "$s" ] && continue
-    echo "== $e $s: $(env $e timeout 60 $C run $a $s 2>&1 | grep -E '^kernel:|^check:|out of tol|rror' | tr '\n' ' ')"
-  done <<'SHAPES'
+  C=$C bash tools/gpu_checks.sh <<'SHAPES'
 CLATTN_X=0 --batch 64 --ctx 32768
 CLATTN_X=0 --batch 64 --ctx 32768 --dtype bf16
 CLATTN_X=0 --batch 64 --ctx 32768 --kv-dtype fp8

@@ -19,11 +19,7 @@ for r in ${ROUNDS:-1}; do
   part ab && OUT=$OUT/ab$r REPEAT=${REPEAT:-30} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh ${SWEEP:-tools/sweeps/session34.txt}
 done
 if part check; then
-  a="decode --heads 32 --kv-heads 8 --repeat 1 --check"
-  while read -r e s; do
-    [ -z "$s" ] && continue
-    echo "== $e $s: $(env $e timeout 60 $C run $a $s 2>&1 | grep -E '^kernel:|^check:|out of tol|rror' | tr '\n' ' ')"
-  done <<'SHAPES'
+  C=$C bash tools/gpu_checks.sh <<'SHAPES'
 CLATTN_X=0 --batch 1 --ctx 4096
 CLATTN_X=0 --batch 1 --ctx 4096 --splits 16
 CLATTN_X=0 --batch 4 --ctx 8192 --q-len 4 --causal --lse
@@ -38,15 +34,7 @@ SHAPES
   CLATTN_TEST_ONLY="one-launch" timeout 120 ./build-gpubin/new/test_decode 2>&1 | grep -E "FAIL|asserts"
   CLATTN_TEST_ONLY="accuracy rule" timeout 120 ./build-gpubin/new/test_decode 2>&1 | grep -E "FAIL|asserts"
 fi 2>&1 | tee $OUT/check.txt
-if part tables; then
-  PYTHONUNBUFFERED=1 timeout 200 python3 tools/decode_vs_torch.py --clattn $C --repeat 20 2>&1 | tee $OUT/decode_vs_torch.txt
-  PYTHONUNBUFFERED=1 timeout 150 python3 tools/rerope_vs_torch.py --clattn $C --repeat 5 --seed-bwd-max-d 64 \
-    --shape 1/32/8192/64/2048/causal --shape 1/32/8192/64/2048 --shape 1/32/8192/128/2048/causal \
-    --shape 1/32/8192/128/8192/causal 2>&1 | tee $OUT/rerope_vs_torch.txt
-  printf 'decode_kq_wide=0\n' > /tmp/kq0.txt
-  rm -rf cl_twin && cp -r cl cl_twin && sed -i 's/^#elif !QUANT_STRAIGHT \&\& CLATTN_F32_DENORM$/#elif 0/' cl_twin/quant.clh
-  OUT=$OUT/port REPEAT=10 timeout 120 bash tools/gpu_ab_cl.sh tools/sweeps/portable_q31.txt
-fi
+part tables && OUT=$OUT bash tools/gpu_session33.sh tables # the same tables as session 33's
 part tune && /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-500} $C tune --family decode --out $OUT/tune-native.txt 2>&1 | tee $OUT/tune-native.log | tail -30
 part ptune && CLATTN_PORTABLE=1 /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-500} $C tune --family decode --out $OUT/tune-portable.txt 2>&1 | tee $OUT/tune-portable.log | tail -30
 true
