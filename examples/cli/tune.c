@@ -205,8 +205,8 @@ typedef struct tuner {
   int set; /* the shape set: SHAPES_* */
   int warmup, repeat;
   int *preset; /* the context's values at the start, by parameter index */
-  double t0;
-  int done, total; /* candidates measured, in all */
+  double t0, cand_s; /* the start; the seconds the measured candidates took */
+  int done, total;    /* candidates measured, and to measure, in all */
 } tuner;
 
 static int param_index(const char *name) {
@@ -248,10 +248,17 @@ static double mean_ratio(const double *a, const double *b, int n) {
   return sum;
 }
 
+/* Progress: the estimate is the candidates' own mean time (the shapes'
+ * preparation and the presets' runs left out) times the candidates left;
+ * knobs that no shape's kernels use leave the count (session 34: with them
+ * counted as done in no time, an 8-minute run first said 77 s were left). */
 static void print_eta(tuner *t) {
   const double spent = cli_now() - t->t0;
-  const double left = t->done ? spent / t->done * (t->total - t->done) : 0.0;
-  printf(" [%d/%d, %.0f s, about %.0f s left]\n", t->done, t->total, spent, left);
+  const double left = t->done ? t->cand_s / t->done * (t->total - t->done) : 0.0;
+  if (t->done)
+    printf(" [%d/%d, %.0f s, about %.0f s left]\n", t->done, t->total, spent, left);
+  else
+    printf(" [0/%d, %.0f s]\n", t->total, spent);
 }
 
 /* One family: every knob in turn; leaves the best values set on the context. */
@@ -291,7 +298,7 @@ static bool tune_family(tuner *t, const family *f) {
       applies = kernels && strstr(kernels, kb->needs);
     }
     if (!applies) {
-      for (int c = 0; c < kb->n; c++) t->done += kb->values[c] != was;
+      for (int c = 0; c < kb->n; c++) t->total -= kb->values[c] != was;
       printf("  %s: not tuned (no shape runs the %s kernels)", kb->param, kb->needs);
       print_eta(t);
       continue;
@@ -301,16 +308,18 @@ static bool tune_family(tuner *t, const family *f) {
       if (v == was) continue;
       char what[96];
       snprintf(what, sizeof what, "%s=%d", kb->param, v);
-      t->done++;
       if (clattn_context_set_tuning(t->env.ctx, kb->param, v) != CLATTN_SUCCESS) {
+        t->total--;
         printf("  %s: skipped (%s)", what, clattn_last_error());
         print_eta(t);
         continue;
       }
       /* the candidate (checked), then the best so far again: drift between them cancels */
+      const double c0 = cli_now();
       bool fine = measure(t, f, cases, shapes, true, now, what);
       clattn_context_set_tuning(t->env.ctx, kb->param, keep);
       fine = fine && measure(t, f, cases, shapes, false, ref, "the best so far");
+      t->done++, t->cand_s += cli_now() - c0;
       if (!fine) continue;
       const double ratio = mean_ratio(now, ref, n);
       printf("  %s: %.3fx the best so far's time (which is %.3fx the preset's)", what, ratio, best);
