@@ -1,5 +1,5 @@
 # Session 34's GPU calls. `bash tools/gpu_session34.sh [check|ab|tables|tune|ptune]...` (default: ab).
-# check: the one-launch merge (be7d717) and the V offsets at a split's end (1768188) through
+# check: the one-launch merge (be7d717) and the V offsets at a split's end (eff5f72) through
 # `clattn run decode --check` and the tests natively, portable too;
 # ab: tools/sweeps/session34.txt (needs cl_d23/ and cl_vo/ as its first line says): how
 # often one-group int4's V offsets come off, the offsets taken off at the end of a split,
@@ -34,7 +34,7 @@ SHAPES
   CLATTN_TEST_ONLY="one-launch" timeout 120 ./build-gpubin/new/test_decode 2>&1 | grep -E "FAIL|asserts"
   CLATTN_TEST_ONLY="accuracy rule" timeout 120 ./build-gpubin/new/test_decode 2>&1 | grep -E "FAIL|asserts"
 fi 2>&1 | tee $OUT/check.txt
-part tables && OUT=$OUT bash tools/gpu_session33.sh tables # the same tables as session 33's
-part tune && /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-500} $C tune --family decode --out $OUT/tune-native.txt 2>&1 | tee $OUT/tune-native.log | tail -30
-part ptune && CLATTN_PORTABLE=1 /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-500} $C tune --family decode --out $OUT/tune-portable.txt 2>&1 | tee $OUT/tune-portable.log | tail -30
+for p in tables tune ptune; do # the same parts as session 33's (TUNE_S passes through)
+  part $p && OUT=$OUT bash tools/gpu_session33.sh $p
+done
 true
