@@ -166,8 +166,8 @@ __kernel void clattn_merge(int M, int H, int D, int nslots, int n0, long po_spli
   const long ro0 = po_off0 + b * pob0 + m * pom0 + h * poh0;
 #if NARGS == 1
   /* decode's split-K reduce and the stacked merge: slot 0's parts MB at a
-   * time, their loads in flight together (one after another, each load
-   * waited for, the reduce of 16 parts is a chain of 16 round trips) */
+   * time, their loads in flight together (a part at a time, below for
+   * NARGS > 1, the reduce was 1-3% slower: tools/PERF.md, session 34) */
   for (int t0 = 0; t0 < n0; t0 += MB) {
     float y[MB];
     _Pragma("unroll") for (int u = 0; u < MB; u++)

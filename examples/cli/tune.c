@@ -254,11 +254,12 @@ static double mean_ratio(const double *a, const double *b, int n) {
  * counted as done in no time, an 8-minute run first said 77 s were left). */
 static void print_eta(tuner *t) {
   const double spent = cli_now() - t->t0;
-  const double left = t->done ? t->cand_s / t->done * (t->total - t->done) : 0.0;
-  if (t->done)
-    printf(" [%d/%d, %.0f s, about %.0f s left]\n", t->done, t->total, spent, left);
-  else
+  if (!t->done) {
     printf(" [0/%d, %.0f s]\n", t->total, spent);
+    return;
+  }
+  const double left = t->cand_s / t->done * (t->total - t->done);
+  printf(" [%d/%d, %.0f s, about %.0f s left]\n", t->done, t->total, spent, left);
 }
 
 /* One family: every knob in turn; leaves the best values set on the context. */
