@@ -401,17 +401,22 @@ static clattn_status full_options(const clattn_context *ctx, const char *file, c
 
 /* The PTX route (cl/wgmma.clh): NVIDIA's OpenCL compiler targets sm_90 and
  * refuses sm_90a's instructions, which kernels write as inline asm comments
- * "// CLATTN_PTX ...". Where the built program's PTX holds such a marker,
- * the markers are removed, the target raised to sm_90a, and the program
- * rebuilt from that PTX (*prog replaced). Programs without markers are kept
- * as built. A failure names the program; the caller's plans then avoid the
- * route (clattn_nv_wgmma_active). */
+ * "// CLATTN_PTX ...". Where the built program's PTX holds such a marker, or
+ * the options ask for a register cap (-DCLATTN_PTX_MAXNREG=n: the driver
+ * ignores -cl-nv-maxrregcount, tools/PERF.md), the markers are removed, the
+ * target raised to sm_90a, each entry given ".maxnreg n", and the program
+ * rebuilt from that PTX (*prog replaced). Other programs are kept as built.
+ * A failure names the program; the caller's plans then avoid the route
+ * (clattn_nv_wgmma_active). */
 static const char PTX_MARK[] = "// CLATTN_PTX ";
+static const char MAXNREG_OPT[] = "-DCLATTN_PTX_MAXNREG=";
 
-char *clattn_ptx_patched(const char *ptx, size_t n) {
-  char *out = malloc(n + 2), *o = out;
+char *clattn_ptx_patched(const char *ptx, size_t n, int maxnreg) {
+  char *out = malloc(n + 2 + (maxnreg > 0 ? 24 * (n / 16 + 1) : 0)), *o = out;
   if (!out) return NULL;
+  bool in_entry = false; /* between an .entry and its body's "{" */
   for (const char *c = ptx, *end = ptx + n; c < end && *c;) {
+    const bool line_start = c == ptx || c[-1] == '\n';
     if ((size_t)(end - c) >= sizeof PTX_MARK - 1 && !memcmp(c, PTX_MARK, sizeof PTX_MARK - 1)) {
       c += sizeof PTX_MARK - 1;
     } else if ((size_t)(end - c) > 13 && !memcmp(c, ".target sm_90", 13) && c[13] != 'a' &&
@@ -420,11 +425,22 @@ char *clattn_ptx_patched(const char *ptx, size_t n) {
       o += 14;
       c += 13;
     } else {
+      if (maxnreg > 0 && line_start && (size_t)(end - c) > 6 && !memcmp(c, ".entry", 6)) in_entry = true;
+      if (in_entry && line_start && *c == '{') {
+        o += sprintf(o, ".maxnreg %d\n", maxnreg);
+        in_entry = false;
+      }
       *o++ = *c++;
     }
   }
   *o = '\0';
   return out;
+}
+
+/* The register cap the options ask for (0: none). */
+static int ptx_maxnreg(const char *options) {
+  const char *m = strstr(options, MAXNREG_OPT);
+  return m ? atoi(m + sizeof MAXNREG_OPT - 1) : 0;
 }
 
 static clattn_status ptx_route(clattn_context *ctx, const char *file, const char *options,
@@ -439,11 +455,12 @@ static clattn_status ptx_route(clattn_context *ctx, const char *file, const char
     return CLATTN_SUCCESS;
   }
   ptx[n] = '\0';
-  if (!strstr(ptx, PTX_MARK)) {
+  const int maxnreg = ptx_maxnreg(options);
+  if (!strstr(ptx, PTX_MARK) && maxnreg <= 0) {
     free(ptx);
     return CLATTN_SUCCESS;
   }
-  char *edited = clattn_ptx_patched(ptx, n);
+  char *edited = clattn_ptx_patched(ptx, n, maxnreg);
   free(ptx);
   if (!edited) return clattn_fail(CLATTN_OUT_OF_MEMORY, "%s: PTX", file);
   const size_t len = strlen(edited);

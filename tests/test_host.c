@@ -586,7 +586,8 @@ static void test_threads(void) {
 
 /* The PTX route's edit (host/program.c): markers removed wherever they sit,
  * the target raised to sm_90a once (already sm_90a, or sm_90 as a prefix of
- * another number, kept), the rest byte for byte. */
+ * another number, kept), the rest byte for byte; a register cap before each
+ * entry's body, not before other braces. */
 static void test_ptx_route_edit(void) {
   static const char in[] = ".version 9.0\n.target sm_90, texmode_independent\n"
                            "\t// CLATTN_PTX wgmma.fence.sync.aligned;\n"
@@ -596,12 +597,21 @@ static void test_ptx_route_edit(void) {
                              "\twgmma.fence.sync.aligned;\n"
                              "\tmov.u32 %r1, 0; {wgmma.commit_group.sync.aligned;}\n"
                              "\t// a plain comment\n";
-  char *out = clattn_ptx_patched(in, sizeof in - 1);
+  char *out = clattn_ptx_patched(in, sizeof in - 1, 0);
   CU_ASSERT_STRING_EQUAL(out, want);
   free(out);
   static const char kept[] = ".target sm_90a\n.target sm_900\n// CLATTN_PTX";
-  out = clattn_ptx_patched(kept, sizeof kept - 1);
+  out = clattn_ptx_patched(kept, sizeof kept - 1, 0);
   CU_ASSERT_STRING_EQUAL(out, ".target sm_90a\n.target sm_900\n// CLATTN_PTX");
+  free(out);
+  static const char two[] = ".func f()\n{\n}\n.entry a(\n.param .u64 p\n)\n.reqntid 256, 1, 1\n{\n"
+                            "{\n}\n}\n.entry b()\n{\n}\n";
+  out = clattn_ptx_patched(two, sizeof two - 1, 128);
+  CU_ASSERT_STRING_EQUAL(out, ".func f()\n{\n}\n.entry a(\n.param .u64 p\n)\n.reqntid 256, 1, 1\n"
+                              ".maxnreg 128\n{\n{\n}\n}\n.entry b()\n.maxnreg 128\n{\n}\n");
+  free(out);
+  out = clattn_ptx_patched(two, sizeof two - 1, 0);
+  CU_ASSERT_STRING_EQUAL(out, two);
   free(out);
 }
 
