@@ -122,8 +122,10 @@ static const row table[] = {
     /* sm_90 has bulk copies: whole token rows. ReRoPE's warpgroup MMA forms
      * pass their checks on the GPU (tools/gpu_session31.sh); the backward's
      * is on up to D = 64 (lib/rerope.c plan_phased: 3-8% faster there,
-     * slower above on an H100), the forward's off (slower than mma.sync). */
-    {BY_ARCH, "nvidia-sm9", {NVIDIA_MMA, .decode_mma_int4_whole = 1, .rerope_wgmma = 1}},
+     * slower above on an H100), the forward's off (slower than mma.sync);
+     * up to D = 64 both at 128 registers (lib/rerope.c wgmma_maxnreg). */
+    {BY_ARCH, "nvidia-sm9", {NVIDIA_MMA, .decode_mma_int4_whole = 1, .rerope_wgmma = 1,
+                              .rerope_wgmma_maxnreg = 128}},
     {BY_ARCH, "nvidia-sm8", {NVIDIA_MMA}},
     {BY_ARCH, "amd-gfx9", {AMD_CDNA}},
     {BY_ARCH, "amd-gfx1", {GPU_PORTABLE, .rerope_block_m = 32, .rerope_block_n = 32, .rerope_wg = 128}},

@@ -221,6 +221,16 @@ static bool aligned16(const clattn_tensor *t) {
   return true;
 }
 
+/* The register cap of a warpgroup MMA plan (rerope_wgmma_maxnreg): up to
+ * D = 64, where 128 registers let the forward hold two groups of 256 per SM
+ * and the two-phase backward four of 128 (H100, Z=1 H=32 N=8192 W=2048
+ * causal D = 64: backward 5.54 -> 5.08 ms; the forward 1.56 -> 1.21, still
+ * behind mma.sync's 1.07, tools/PERF.md); wider heads spill under it. */
+static int wgmma_maxnreg(const clattn_context *ctx, const clattn_rr_problem *p) {
+  const int v = ctx->tuning.rerope_wgmma_maxnreg;
+  return p->D > 64 || v == 0 ? 0 : v < 96 ? 96 : v;
+}
+
 /* The two-phase backward (cl/rerope_bwd_phased.clh), up to D = 128 (above,
  * a warp's fragments and accumulators pass the registers) where its tiles
  * fit the local memory: 4 warps of 16 rows each.
@@ -273,6 +283,7 @@ static bool plan_phased(const clattn_context *ctx, const clattn_rr_problem *p, s
   if (!ok) return false;
   pl->phased = 1;
   pl->wgmma = wgmma;
+  pl->maxnreg = wgmma && emu == 0 ? wgmma_maxnreg(ctx, p) : 0;
   pl->qring = ring;
   pl->stages = stages;
   pl->q_rows = pl->k_rows = 64;
@@ -305,6 +316,7 @@ static bool plan_wgmma(const clattn_context *ctx, const clattn_rr_problem *p, bo
   if (bn < 16 || stages * 2 * bn * row > budget || stages * 2 * bn < bm) return false;
   pl->mma = 1;
   pl->wgmma = 1;
+  pl->maxnreg = emulate ? 0 : wgmma_maxnreg(ctx, p);
   pl->emulate = emulate;
   pl->wg = wg;
   pl->ct = 8;
@@ -437,10 +449,12 @@ void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *pl, cha
   if (pl->nsl) snprintf(stages, sizeof stages, " -DNSL=%d -DFRAG_G=1", pl->nsl);
   if (pl->phased)
     snprintf(stages, sizeof stages, " -DPHASED=1 -DSTAGES=%d%s", pl->stages, pl->qring ? " -DQRING=1" : "");
-  snprintf(buf, size, "-DDT=%s -DD=%d -DROTARY=%d -DBM=%d -DBN=%d -DWG=%d -DCT=%d -DRR_MMA=%d%s%s%s%s%s",
+  char cap[40] = "";
+  if (pl->maxnreg) snprintf(cap, sizeof cap, " -DCLATTN_PTX_MAXNREG=%d", pl->maxnreg);
+  snprintf(buf, size, "-DDT=%s -DD=%d -DROTARY=%d -DBM=%d -DBN=%d -DWG=%d -DCT=%d -DRR_MMA=%d%s%s%s%s%s%s",
            clattn_dtype_cl(p->dtype), p->D, p->rotary, pl->bm, pl->bn, pl->wg, pl->ct, pl->mma,
-           stages, pl->wgmma ? " -DRR_WG=1" : "", p->q_pos ? " -DQPOS=1" : "", p->k_pos ? " -DKPOS=1" : "",
-           pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "");
+           stages, pl->wgmma ? " -DRR_WG=1" : "", cap, p->q_pos ? " -DQPOS=1" : "",
+           p->k_pos ? " -DKPOS=1" : "", pl->emulate ? " -DMMA_EMULATE=1 -cl-opt-disable" : "");
 }
 
 /* ---------------------------------------------------------------- forward */
@@ -597,7 +611,7 @@ void clattn_rerope_variants(clattn_variant_fn fn, void *priv) {
   memset(&p, 0, sizeof p);
   p.dtype = CLATTN_F16;
   p.D = 64;
-  clattn_rr_plan pl = {1, 1, 128, 32, 128, 8, 128, 64, 3, 2, 0, 0, 0, 0};
+  clattn_rr_plan pl = {1, 1, 128, 32, 128, 8, 128, 64, 3, 2, 0, 0, 0, 0, 0};
   clattn_rr_options(&p, &pl, opts, sizeof opts);
   fn(priv, "rerope.cl", opts);
   pl.bm = pl.bn = 32;
@@ -619,7 +633,7 @@ void clattn_rerope_variants(clattn_variant_fn fn, void *priv) {
    * 64 on the fly, one stage of 64 */
   {
     clattn_rr_problem w = {0};
-    clattn_rr_plan wp = {1, 1, 64, 32, 128, 8, 64, 32, 2, 1, 0, 0, 0, 1};
+    clattn_rr_plan wp = {1, 1, 64, 32, 128, 8, 64, 32, 2, 1, 0, 0, 0, 1, 0};
     w.dtype = CLATTN_F16;
     w.D = 128;
     clattn_rr_options(&w, &wp, opts, sizeof opts);

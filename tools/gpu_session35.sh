@@ -5,6 +5,9 @@
 # (under $OUT/cache) for ptxas here.
 # ab: tools/sweeps/maxnreg.txt (a register cap through the PTX route), with NVIDIA's
 # register counts (REGS=1).
+# cap: tools/sweeps/rr_cap.txt (the sm_90 row's cap of 128 registers for the warpgroup MMA
+# kernels up to D = 64 against none and 96); rr: issue #21's table (ReRoPE beside torch and
+# the seed, tools/rerope_vs_torch.py).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-wglog}
@@ -13,6 +16,10 @@ C="./build-gpubin/new/clattn run rerope --z 1 --heads 4 --n 1024 --window 256 --
 printf 'rerope_wgmma=0\nrerope_bwd_wgmma=3\n' > /tmp/wg.txt
 printf 'rerope_wgmma=0\n' > /tmp/fwg.txt; printf 'rerope_wgmma=0\nrerope_wgmma_wg=128\n' > /tmp/fwg128.txt
 printf 'rerope_bwd_wgmma=3\n' > /tmp/bwg3.txt
+printf 'rerope_wgmma_maxnreg=0\n' > /tmp/cap0.txt; printf 'rerope_wgmma_maxnreg=96\n' > /tmp/cap96.txt
+printf 'rerope_bwd_block_m=64\n' > /tmp/bm64.txt; printf 'rerope_bwd_block_n=64\n' > /tmp/bn64.txt
+printf 'rerope_bwd_block_m=64\nrerope_bwd_block_n=64\n' > /tmp/bmn64.txt; printf 'rerope_bwd_stages=1\n' > /tmp/st1.txt
+printf 'rerope_bwd_block_m=64\nrerope_bwd_block_n=64\nrerope_wgmma_maxnreg=0\n' > /tmp/bmn64c0.txt
 if part wglog; then
   export CLATTN_CACHE_DIR=$OUT/cache
   for a in "--head-dim 64 --causal" "--head-dim 128 --causal" "--head-dim 64 --causal --backward" \
@@ -35,5 +42,22 @@ if part capcheck; then # the CLI's checks with a register cap (spilled kernels s
 fi
 for r in ${ROUNDS:-1}; do
   part ab && OUT=$OUT/ab$r REPEAT=${REPEAT:-20} timeout ${AB_S:-400} bash tools/gpu_ab_cl.sh ${SWEEP:-tools/sweeps/maxnreg.txt}
+  part cap && OUT=$OUT/cap$r REPEAT=${REPEAT:-10} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/rr_cap.txt
 done
+if part wgcheck; then # the defaults (128 registers up to D = 64) through the CLI's checks and the tests
+  for dt in f16 bf16; do
+    for a in "--kv-heads 1 --n 700 --head-dim 64 --window 150 --causal" "--kv-heads 2 --n 500 --n-k 600 --head-dim 48 --window 150" \
+             "--n 600 --head-dim 64 --window 100 --causal --on-the-fly" "--n 300 --head-dim 32 --window 400 --causal"; do
+      ./build-gpubin/new/clattn run rerope --heads 4 $a --dtype $dt --backward --repeat 2
+    done
+  done 2>&1 | grep -E 'kernels|check|FAIL|rror' > $OUT/wgcheck.txt
+  echo "checks: $(grep -c 'warpgroup MMA' $OUT/wgcheck.txt) on warpgroup MMA, $(grep -c FAILED $OUT/wgcheck.txt) failed"
+  CLATTN_TEST_ONLY="warpgroup" timeout 240 ./build-gpubin/new/test_rerope > $OUT/test_wgmma.txt 2>&1
+  echo "test_rerope warpgroup rc=$?"; grep -A4 'Run Summary' $OUT/test_wgmma.txt | tail -2
+fi
+if part rr; then
+  PYTHONUNBUFFERED=1 timeout 200 python3 tools/rerope_vs_torch.py --clattn ./build-gpubin/new/clattn --repeat 5 \
+    --seed-bwd-max-d 64 --shape 1/32/8192/64/2048/causal --shape 1/32/8192/64/2048 \
+    --shape 1/32/8192/128/2048/causal --shape 1/32/8192/128/8192/causal 2>&1 | tee $OUT/rerope_vs_torch.txt
+fi
 true
