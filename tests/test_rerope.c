@@ -698,6 +698,9 @@ static void test_kernels_named(void) {
     fx.ctx->tuning.rerope_wgmma = 2;
     CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 0), "tensor cores (warpgroup MMA)");
     CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 1), "tensor cores");
+    /* the warpgroup backward everywhere, but never at D = 32 (lib/rerope.c plan_phased) */
+    fx.ctx->tuning.rerope_bwd_wgmma = 2;
+    if (d == 32) CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 1), "tensor cores");
     fx.ctx->tuning = saved;
     p.v.shape[2] = N - 1;
     CU_ASSERT_PTR_NULL(clattn_rerope_kernels(fx.ctx, &p, 0));

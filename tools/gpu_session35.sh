@@ -55,6 +55,40 @@ if part wgcheck; then # the defaults (128 registers up to D = 64) through the CL
   CLATTN_TEST_ONLY="warpgroup" timeout 240 ./build-gpubin/new/test_rerope > $OUT/test_wgmma.txt 2>&1
   echo "test_rerope warpgroup rc=$?"; grep -A4 'Run Summary' $OUT/test_wgmma.txt | tail -2
 fi
+if part d32; then # the D = 32 failure of wgcheck: with and without the cap
+  for f in /dev/null /tmp/cap0.txt; do
+    for a in "--n 300 --head-dim 32 --window 400 --causal" "--n 300 --head-dim 32 --window 40 --causal" \
+             "--n 300 --head-dim 16 --window 400 --causal" "--n 300 --head-dim 48 --window 400 --causal" \
+             "--n 300 --head-dim 64 --window 400 --causal" "--n 300 --head-dim 32 --window 400"; do
+      echo "== $f $a"
+      CLATTN_TUNING_FILE=$f ./build-gpubin/new/clattn run rerope --heads 4 $a --dtype f16 --backward --repeat 1 2>&1 |
+        grep -E 'FAIL|rror'
+    done
+    echo "== $f test"
+    CLATTN_TUNING_FILE=$f RR_ONLY="D=32" CLATTN_TEST_ONLY="warpgroup" timeout 100 ./build-gpubin/new/test_rerope 2>&1 | grep -E "got|asserts"
+  done 2>&1 | tee $OUT/d32.txt
+fi
+if part d32b; then # which part of the D = 32 warpgroup backward goes wrong
+  printf 'rerope_bwd_stages=1\n' > /tmp/st1.txt; printf 'rerope_bwd_block_n=64\n' > /tmp/bn64.txt
+  printf 'rerope_bwd_block_n=16\n' > /tmp/bn16.txt; printf 'rerope_bwd_wgmma=1\n' > /tmp/nowg.txt
+  printf 'rerope_bwd_block_m=16\n' > /tmp/bm16.txt; printf 'rerope_bwd_block_m=64\n' > /tmp/bm64.txt
+  for v in "/dev/null|" "/tmp/st1.txt|" "/tmp/bn64.txt|" "/tmp/bn16.txt|" "/tmp/nowg.txt|" "/tmp/bm16.txt|" "/tmp/bm64.txt|" \
+           "/dev/null|-DWG_V_LBO=128 -DWG_V_SBO=(D/8*128)"; do
+    f=${v%%|*}; bo=${v#*|}
+    for a in "--n 300 --head-dim 32 --window 40 --causal" "--n 300 --kv-heads 4 --head-dim 32 --window 40"; do
+      echo "== $f [$bo] $a: $(CLATTN_TUNING_FILE=$f CLATTN_BUILD_OPTIONS="$bo" ./build-gpubin/new/clattn run rerope --heads 4 $a \
+        --dtype f16 --backward --repeat 1 2>&1 | grep -E 'FAIL|rror' | tr '\n' ' ')"
+    done
+  done 2>&1 | tee $OUT/d32b.txt
+fi
+if part native; then # after the D = 32 exclusion: the CLI's D = 32 checks and test_rerope natively
+  for a in "--n 300 --head-dim 32 --window 40 --causal" "--n 300 --kv-heads 4 --head-dim 32 --window 400"; do
+    echo "== $a: $(./build-gpubin/new/clattn run rerope --heads 4 $a --dtype f16 --backward --repeat 1 2>&1 |
+      grep -E 'kernels|FAIL|rror' | tr '\n' ' ')"
+  done
+  timeout 300 ./build-gpubin/new/test_rerope > $OUT/test_rerope.txt 2>&1
+  echo "test_rerope rc=$?"; grep -E "got|FAIL" $OUT/test_rerope.txt | head; grep -A4 'Run Summary' $OUT/test_rerope.txt | tail -3
+fi 2>&1 | tee $OUT/native.txt
 if part rr; then
   PYTHONUNBUFFERED=1 timeout 200 python3 tools/rerope_vs_torch.py --clattn ./build-gpubin/new/clattn --repeat 5 \
     --seed-bwd-max-d 64 --shape 1/32/8192/64/2048/causal --shape 1/32/8192/64/2048 \
