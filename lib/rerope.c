@@ -280,7 +280,8 @@ static bool plan_phased(const clattn_context *ctx, const clattn_rr_problem *p, s
   const int q = tu->rerope_bwd_qring;
   const int ring = !p->rotary && (q == 2 || (q == 0 && bm1 < 32 && bm2 > bm1));
   const int bm = tu->rerope_bwd_block_m ? tu->rerope_bwd_block_m : ring ? bm2 : bm1;
-  const bool ok = bn >= 16 && bm >= 16 && stages * 2 * bn >= 64 && (!ring || 4 * bm >= 64) &&
+  /* (the kernels' own check, cl/rerope_bwd.cl: 3 bn >= the 64 rows of a dq group) */
+  const bool ok = bn >= 16 && bm >= 16 && stages * 2 * bn >= 64 && 3 * bn >= 64 && (!ring || 4 * bm >= 64) &&
                   DQ_BYTES(stages, bn) <= local && DKDV_BYTES(ring, bm) <= local;
 #undef DQ_BYTES
 #undef DKDV_BYTES
