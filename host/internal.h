@@ -279,8 +279,8 @@ int clattn_forced_path(void);
 
 /* The PTX route's edit of n bytes of PTX (host/program.c, cl/wgmma.clh): the
  * "// CLATTN_PTX " markers removed, ".target sm_90" raised to sm_90a, and
- * with maxnreg > 0 ".maxnreg maxnreg" put before each entry's body; NUL
- * terminated, the caller frees; NULL when out of memory. */
+ * with maxnreg > 0 ".maxnreg maxnreg" (at most 255) put before each entry's
+ * body; NUL terminated, the caller frees; NULL when out of memory. */
 char *clattn_ptx_patched(const char *ptx, size_t n, int maxnreg);
 
 typedef enum clattn_read_result {

@@ -411,8 +411,19 @@ static clattn_status full_options(const clattn_context *ctx, const char *file, c
 static const char PTX_MARK[] = "// CLATTN_PTX ";
 static const char MAXNREG_OPT[] = "-DCLATTN_PTX_MAXNREG=";
 
+/* Whether the line at c (up to end) declares an entry (".entry", also after
+ * ".visible" or ".weak"). */
+static bool ptx_entry_line(const char *c, const char *end) {
+  for (; c + 6 <= end && *c != '\n'; c++)
+    if (!memcmp(c, ".entry", 6) && (c + 6 == end || isspace((unsigned char)c[6]) || c[6] == '('))
+      return true;
+  return false;
+}
+
 char *clattn_ptx_patched(const char *ptx, size_t n, int maxnreg) {
-  char *out = malloc(n + 2 + (maxnreg > 0 ? 24 * (n / 16 + 1) : 0)), *o = out;
+  if (maxnreg > 255) maxnreg = 255;
+  /* an entry takes at least 8 bytes (".entry\n{"), its cap at most 13 (".maxnreg 255\n") */
+  char *out = malloc(n + 2 + (maxnreg > 0 ? 16 * (n / 8 + 1) : 0)), *o = out;
   if (!out) return NULL;
   bool in_entry = false; /* between an .entry and its body's "{" */
   for (const char *c = ptx, *end = ptx + n; c < end && *c;) {
@@ -425,7 +436,7 @@ char *clattn_ptx_patched(const char *ptx, size_t n, int maxnreg) {
       o += 14;
       c += 13;
     } else {
-      if (maxnreg > 0 && line_start && (size_t)(end - c) > 6 && !memcmp(c, ".entry", 6)) in_entry = true;
+      if (maxnreg > 0 && line_start && ptx_entry_line(c, end)) in_entry = true;
       if (in_entry && line_start && *c == '{') {
         o += sprintf(o, ".maxnreg %d\n", maxnreg);
         in_entry = false;
@@ -437,10 +448,13 @@ char *clattn_ptx_patched(const char *ptx, size_t n, int maxnreg) {
   return out;
 }
 
-/* The register cap the options ask for (0: none). */
+/* The register cap the options ask for (0: none; at most 255, the most a
+ * work-item can hold). */
 static int ptx_maxnreg(const char *options) {
   const char *m = strstr(options, MAXNREG_OPT);
-  return m ? atoi(m + sizeof MAXNREG_OPT - 1) : 0;
+  if (!m) return 0;
+  const long v = strtol(m + sizeof MAXNREG_OPT - 1, NULL, 10);
+  return v <= 0 ? 0 : v > 255 ? 255 : (int)v;
 }
 
 static clattn_status ptx_route(clattn_context *ctx, const char *file, const char *options,

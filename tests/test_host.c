@@ -613,6 +613,12 @@ static void test_ptx_route_edit(void) {
   out = clattn_ptx_patched(two, sizeof two - 1, 0);
   CU_ASSERT_STRING_EQUAL(out, two);
   free(out);
+  /* ".visible .entry", a cap past 255, and entries back to back (the most the edit adds) */
+  static const char vis[] = ".visible .entry k(\n)\n{\n}\n.entry\n{\n.entry\n{\n";
+  out = clattn_ptx_patched(vis, sizeof vis - 1, 1000);
+  CU_ASSERT_STRING_EQUAL(out, ".visible .entry k(\n)\n.maxnreg 255\n{\n}\n.entry\n.maxnreg 255\n{\n"
+                              ".entry\n.maxnreg 255\n{\n");
+  free(out);
 }
 
 int main(void) {
