@@ -86,7 +86,7 @@ if part native; then # after the D = 32 exclusion: the CLI's D = 32 checks and t
     echo "== $a: $(./build-gpubin/new/clattn run rerope --heads 4 $a --dtype f16 --backward --repeat 1 2>&1 |
       grep -E 'kernels|FAIL|rror' | tr '\n' ' ')"
   done
-  timeout 300 ./build-gpubin/new/test_rerope > $OUT/test_rerope.txt 2>&1
+  timeout 150 ./build-gpubin/new/test_rerope > $OUT/test_rerope.txt 2>&1
   echo "test_rerope rc=$?"; grep -E "got|FAIL" $OUT/test_rerope.txt | head; grep -A4 'Run Summary' $OUT/test_rerope.txt | tail -3
 fi 2>&1 | tee $OUT/native.txt
 if part rr; then
