@@ -1,13 +1,19 @@
-# Session 35's GPU calls. `bash tools/gpu_session35.sh [wglog]...`
+# Session 35's GPU calls: `bash tools/gpu_session35.sh [part]...` (default: wglog), in the
+# order they ran:
 # wglog: the warpgroup MMA kernels (forward D = 64 / 128, backward D = 64 / 128) built
-# through the PTX route with -cl-nv-verbose: ptxas's remarks (registers, and whether it
-# serialized the wgmma chains) from the debug log, and the edited PTX from the disk cache
-# (under $OUT/cache) for ptxas here.
+#   through the PTX route with -cl-nv-verbose: ptxas's remarks (registers, and whether it
+#   serialized the wgmma chains) from the debug log, and the edited PTX from the disk cache
+#   (under $OUT/cache) for ptxas here;
+# capcheck: the CLI's checks under register caps of 128 and 96 (CLATTN_BUILD_OPTIONS);
 # ab: tools/sweeps/maxnreg.txt (a register cap through the PTX route), with NVIDIA's
-# register counts (REGS=1).
-# cap: tools/sweeps/rr_cap.txt (the sm_90 row's cap of 128 registers for the warpgroup MMA
-# kernels up to D = 64 against none and 96); rr: issue #21's table (ReRoPE beside torch and
-# the seed, tools/rerope_vs_torch.py).
+#   register counts (REGS=1);
+# wgcheck: the defaults (128 registers up to D = 64) through the CLI's checks and
+#   test_rerope's warpgroup tests natively;
+# cap: tools/sweeps/rr_cap.txt (that cap against none and 96; tiles under it);
+# d32, d32b: the D = 32 warpgroup backward's wrong dq (with and without the cap; which part
+#   of the plan it follows);
+# native: after D = 32 left warpgroup MMA: its checks and the whole test_rerope natively;
+# rr: issue #21's table (ReRoPE beside torch and the seed, tools/rerope_vs_torch.py).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-wglog}
@@ -69,9 +75,8 @@ if part d32; then # the D = 32 failure of wgcheck: with and without the cap
   done 2>&1 | tee $OUT/d32.txt
 fi
 if part d32b; then # which part of the D = 32 warpgroup backward goes wrong
-  printf 'rerope_bwd_stages=1\n' > /tmp/st1.txt; printf 'rerope_bwd_block_n=64\n' > /tmp/bn64.txt
   printf 'rerope_bwd_block_n=16\n' > /tmp/bn16.txt; printf 'rerope_bwd_wgmma=1\n' > /tmp/nowg.txt
-  printf 'rerope_bwd_block_m=16\n' > /tmp/bm16.txt; printf 'rerope_bwd_block_m=64\n' > /tmp/bm64.txt
+  printf 'rerope_bwd_block_m=16\n' > /tmp/bm16.txt
   for v in "/dev/null|" "/tmp/st1.txt|" "/tmp/bn64.txt|" "/tmp/bn16.txt|" "/tmp/nowg.txt|" "/tmp/bm16.txt|" "/tmp/bm64.txt|" \
            "/dev/null|-DWG_V_LBO=128 -DWG_V_SBO=(D/8*128)"; do
     f=${v%%|*}; bo=${v#*|}
@@ -82,13 +87,15 @@ if part d32b; then # which part of the D = 32 warpgroup backward goes wrong
   done 2>&1 | tee $OUT/d32b.txt
 fi
 if part native; then # after the D = 32 exclusion: the CLI's D = 32 checks and test_rerope natively
-  for a in "--n 300 --head-dim 32 --window 40 --causal" "--n 300 --kv-heads 4 --head-dim 32 --window 400"; do
-    echo "== $a: $(./build-gpubin/new/clattn run rerope --heads 4 $a --dtype f16 --backward --repeat 1 2>&1 |
-      grep -E 'kernels|FAIL|rror' | tr '\n' ' ')"
-  done
-  timeout 150 ./build-gpubin/new/test_rerope > $OUT/test_rerope.txt 2>&1
-  echo "test_rerope rc=$?"; grep -E "got|FAIL" $OUT/test_rerope.txt | head; grep -A4 'Run Summary' $OUT/test_rerope.txt | tail -3
-fi 2>&1 | tee $OUT/native.txt
+  {
+    for a in "--n 300 --head-dim 32 --window 40 --causal" "--n 300 --kv-heads 4 --head-dim 32 --window 400"; do
+      echo "== $a: $(./build-gpubin/new/clattn run rerope --heads 4 $a --dtype f16 --backward --repeat 1 2>&1 |
+        grep -E 'kernels|FAIL|rror' | tr '\n' ' ')"
+    done
+    timeout 150 ./build-gpubin/new/test_rerope > $OUT/test_rerope.txt 2>&1
+    echo "test_rerope rc=$?"; grep -E "got|FAIL" $OUT/test_rerope.txt | head; grep -A4 'Run Summary' $OUT/test_rerope.txt | tail -3
+  } 2>&1 | tee $OUT/native.txt
+fi
 if part rr; then
   PYTHONUNBUFFERED=1 timeout 200 python3 tools/rerope_vs_torch.py --clattn ./build-gpubin/new/clattn --repeat 5 \
     --seed-bwd-max-d 64 --shape 1/32/8192/64/2048/causal --shape 1/32/8192/64/2048 \
