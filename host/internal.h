@@ -176,7 +176,7 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(rerope_bwd_stages, 0, 2, 0, "two-phase backward: dq's key tiles in the ring (0: 2 where tiles of 64 fit so, else 1; on the fly 1)") \
   X(rerope_bwd_wgmma, 0, 3, 0, "two-phase backward: warpgroup MMA (0: on sm_90 up to D = 64; 1 never; 2 at every D, also through the emulation; 3 on sm_90 at every D)") \
   X(rerope_bwd_qring, 0, 2, 0, "two-phase backward: dk/dv's keys' fragments in registers and its query tiles through a ring of 2 (0: where its tiles would be under 32 rows otherwise; 1 never; 2 always)") \
-  X(rerope_wgmma_maxnreg, 0, 255, 0, "warpgroup MMA kernels up to D = 64 (forward, two-phase backward): most registers a work-item holds, through the PTX route's .maxnreg (0: the compiler's choice; below 96 taken as 96, the least ptxas builds them with)") \
+  X(rerope_wgmma_maxnreg, 0, 255, 0, "warpgroup MMA kernels up to D = 64 (forward, two-phase backward): most registers a work-item holds, through the PTX route's .maxnreg (0: the compiler's choice; below 96 taken as 96: ptxas does not build the D = 64 forward in 64)") \
   /* quantize / dequantize / append */                                                          \
   X(quant_wg, 1, 1024, 1, "K/V cache kernels: work-items per group")                            \
   X(quant_rowwise, 0, 1, 0, "K/V cache kernels: a work-item per row, no barriers (CPUs)")

@@ -225,7 +225,8 @@ static bool aligned16(const clattn_tensor *t) {
  * D = 64, where 128 registers let the forward hold two groups of 256 per SM
  * and the two-phase backward four of 128 (H100, Z=1 H=32 N=8192 W=2048
  * causal D = 64: backward 5.54 -> 5.08 ms; the forward 1.56 -> 1.21, still
- * behind mma.sync's 1.07, tools/PERF.md); wider heads spill under it. */
+ * behind mma.sync's 1.07, tools/PERF.md); wider heads spill under it. At
+ * least 96: ptxas gave up on the D = 64 forward at 64 (at 80 it spilled). */
 static int wgmma_maxnreg(const clattn_context *ctx, const clattn_rr_problem *p) {
   const int v = ctx->tuning.rerope_wgmma_maxnreg;
   return p->D > 64 || v == 0 ? 0 : v < 96 ? 96 : v;
