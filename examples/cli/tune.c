@@ -153,7 +153,6 @@ static const knob rerope_knobs[] = {
     {"rerope_wgmma", 2, {0, 1}, "tensor cores"},
     {"rerope_wgmma_wg", 2, {128, 256}, "warpgroup MMA"},
     {"rerope_wgmma_block_n", 3, {16, 32, 64}, "warpgroup MMA"},
-    {"rerope_wgmma_maxnreg", 3, {0, 96, 128}, "warpgroup MMA"},
     {"rerope_mma_block_n", 2, {32, 64}, "tensor cores"},
     {"rerope_stages", 2, {2, 3}, "tensor cores"},
     {"rerope_warp_blocks", 2, {1, 2}, "tensor cores"},
@@ -177,6 +176,9 @@ static const cli_rerope_shape rerope_bwd_quick_shapes[] = {
 static const knob rerope_bwd_knobs[] = {
     {"rerope_bwd_wgmma", 3, {0, 1, 3}, "tensor cores"}, /* sm_90's warpgroup MMA form, checked first */
     {"rerope_bwd_qring", 2, {1, 2}, "tensor cores"},
+    /* the warpgroup kernels' register cap, forward and backward alike: tuned here
+     * only (with --family all the backward would re-decide the forward's choice),
+     * where the backward takes it by default */
     {"rerope_wgmma_maxnreg", 3, {0, 96, 128}, "warpgroup MMA"},
     {"rerope_bwd_block_m", 3, {16, 32, 64}, "tensor cores"},
     {"rerope_bwd_block_n", 2, {32, 64}, "tensor cores"},
