@@ -45,8 +45,14 @@ double cli_median(double *v, int n);
 void cli_progress(const char *label, int i, int n);
 void cli_progress_done(void);
 
-/* One timed repetition: behind a user event when `gated` (so host overhead
- * stays out; not for operations that block the host), a write over `flush`
+/* One timed repetition: held when `gated` (so host overhead stays out; not
+ * for operations that block the host) behind a kernel that spins on the
+ * device for about a millisecond while the rest is enqueued (with
+ * CLATTN_CLI_HOLD=event behind a user event instead, as before: NVIDIA's
+ * driver then kept the commands until the event completed, and an empty
+ * kernel took 12.6 us from the end of the one before to its own end against
+ * 4.4 us from the device's queue; H100, tools/launch_floor.c, tools/PERF.md
+ * session 36), a write over `flush`
  * (flush_n words) to evict the cache, a tick kernel, then fn; returns the ms
  * from the tick's end to the end of fn's event, NaN on error; *last_ms (when
  * not NULL) gets that event's own START to END (of the whole operation where

@@ -364,7 +364,13 @@ static const char *fill_source =
     "    p[i] = scale | (shift << 16);\n"
     "  }\n"
     "}\n"
-    "__kernel void cli_tick(__global int *unused) {}\n";
+    "__kernel void cli_tick(__global int *unused) {}\n"
+    /* about a millisecond of dependent multiply-adds on one work-item */
+    "__kernel void cli_spin(__global float *p, int n) {\n"
+    "  float x = (float)n;\n"
+    "  for (int i = 0; i < n; i++) x = x * 0.999f + 0.001f;\n"
+    "  if (x == 12345.0f && p) p[0] = x;\n"
+    "}\n";
 
 static cl_kernel fill_kernel(cli_env *env, const char *name) {
   cl_context cl = clattn_context_cl(env->ctx);
@@ -475,14 +481,31 @@ bool cli_tick(cli_env *env, cl_event *e) {
   return true;
 }
 
+/* Holds the queue for about a millisecond: a kernel spinning on the device. */
+static bool spin(cli_env *env) {
+  cl_kernel k = fill_kernel(env, "cli_spin");
+  if (!k) return false;
+  cl_mem none = NULL;
+  const cl_int n = 400000;
+  clSetKernelArg(k, 0, sizeof none, &none);
+  clSetKernelArg(k, 1, sizeof n, &n);
+  size_t one = 1;
+  cl_int err = clEnqueueNDRangeKernel(env->queue, k, 1, NULL, &one, &one, 0, NULL, NULL);
+  clReleaseKernel(k);
+  return err == CL_SUCCESS;
+}
+
 double cli_time_once(cli_env *env, cl_mem flush, size_t flush_n, int it, bool gated,
                      cli_enqueue_fn fn, void *priv, double *last_ms) {
   cl_int err = CL_SUCCESS;
-  cl_event gate = gated ? clCreateUserEvent(clattn_context_cl(env->ctx), &err) : NULL;
+  const char *hold = getenv("CLATTN_CLI_HOLD");
+  const bool by_event = gated && hold && strcmp(hold, "event") == 0;
+  cl_event gate = by_event ? clCreateUserEvent(clattn_context_cl(env->ctx), &err) : NULL;
   if (err != CL_SUCCESS) return NAN;
   cl_event tick = NULL, done = NULL;
   double ms = NAN;
-  bool ok = !gate || clEnqueueBarrierWithWaitList(env->queue, 1, &gate, NULL) == CL_SUCCESS;
+  bool ok = gate ? clEnqueueBarrierWithWaitList(env->queue, 1, &gate, NULL) == CL_SUCCESS
+                 : !gated || spin(env);
   if (ok && flush) { /* a plain write (no maths) over twice the cache evicts K/V */
     const cl_uint pattern = (cl_uint)it;
     ok = clEnqueueFillBuffer(env->queue, flush, &pattern, 4, 0, flush_n * 4, 0, NULL, NULL) ==

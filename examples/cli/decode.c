@@ -4,16 +4,18 @@
  * device read (or against the CLBlast unfused path for shapes too large for
  * the CPU), and reports the median kernel time and the K/V bandwidth.
  *
- * Timing: each repetition enqueues, behind a user-event gate, an L2 flush
- * (a write over twice the device cache), a no-op "tick" kernel, then the
- * decode; the gate opens once all three are queued, so the device runs them
- * back to back with no host gap. The time is END(last decode kernel) -
+ * Timing: each repetition enqueues, behind a kernel that spins on the
+ * device for about a millisecond (cli_time_once), an L2 flush (a write over
+ * twice the device cache), a no-op "tick" kernel, then the decode; all are
+ * queued before the spin ends, so the device runs them back to back from its
+ * queue with no host gap, as in a model's layer loop where the host runs
+ * ahead. The time is END(last decode kernel) -
  * END(tick): every kernel of the operation and the gaps between them, with
  * a cold cache, as inside a model's layer loop. (clattn_decode returns the
  * event of its last kernel only; the tick stands for the start of the
  * first.) The wall clock of back-to-back launches (warm cache, host enqueue
  * cost included) is printed beside it. The CLBlast baseline is timed the
- * same way without the gate (CLBlast blocks the host inside its calls). */
+ * same way without the hold (CLBlast blocks the host inside its calls). */
 #include "cli.h"
 #include "ref.h"
 #include "ref_quant.h"
@@ -255,8 +257,9 @@ typedef clattn_status (*op_fn)(clattn_context *, cl_command_queue, const clattn_
                                cl_uint, const cl_event *, cl_event *);
 
 /* One repetition (see the header comment); returns ms, NaN on error. The
- * gate is only for operations that never block the host: CLBlast uploads
- * its batch offsets with a blocking write, which a closed gate deadlocks. */
+ * hold is only for operations that never block the host: CLBlast uploads
+ * its batch offsets with a blocking write (behind the spin that write would
+ * wait for it, and with CLATTN_CLI_HOLD=event deadlock). */
 typedef struct op_call {
   cli_env *env;
   op_fn op;

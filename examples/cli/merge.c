@@ -14,7 +14,7 @@
  * clattn_decode over the whole cache on the first device; both times are
  * printed.
  *
- * Device times are taken as in `run decode`: behind a user-event gate, an
+ * Device times are taken as in `run decode`: behind a spinning kernel, an
  * L2 flush, a no-op tick kernel, then the operation; time = END(op) -
  * END(tick). */
 #include "cli.h"
@@ -40,7 +40,7 @@ static double o_tol(clattn_dtype dt) {
   return dt == CLATTN_F16 ? 4.0 / 2048 : dt == CLATTN_BF16 ? 4.0 / 256 : 2e-5;
 }
 
-/* ------------------------------------------------------------------ gated device timing */
+/* ------------------------------------------------------------------ held device timing */
 
 typedef cli_enqueue_fn enqueue_fn;
 
