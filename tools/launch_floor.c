@@ -5,6 +5,10 @@
  * events' profiling), with each kernel's own START..END and the gaps
  * between them; then the wall time per kernel of 2000 empty kernels
  * enqueued back to back without events (the launch rate an engine sees).
+ * The same chains are timed a second way: held not by a user event but
+ * behind a kernel that spins for about a millisecond on the device, so that
+ * every command is in the device's queue before the marker runs (a user
+ * event may keep the commands behind it in the driver until it completes).
  *   cc -O2 -o /tmp/launch_floor tools/launch_floor.c -lOpenCL
  *   /tmp/launch_floor [device substring, default NVIDIA] [repeats, default 50] */
 #define CL_TARGET_OPENCL_VERSION 120
@@ -14,7 +18,13 @@
 #include <string.h>
 #include <time.h>
 
-static const char *src = "__kernel void empty(__global int *p) { if (p[0] == 12345) p[1] = 0; }\n";
+static const char *src =
+    "__kernel void empty(__global int *p) { if (p[0] == 12345) p[1] = 0; }\n"
+    "__kernel void spin(__global float *p, int n) {\n"
+    "  float x = p[2];\n"
+    "  for (int i = 0; i < n; i++) x = x * 0.999f + 0.001f;\n"
+    "  if (x == 12345.0f) p[3] = x;\n"
+    "}\n";
 
 #define CHECK(x)                                                                  \
   do {                                                                            \
@@ -84,14 +94,26 @@ int main(int argc, char **argv) {
   CHECK(clSetKernelArg(k, 0, sizeof buf, &buf));
   const size_t g = 128, l = 128;
 
-  /* n dependent kernels after a marker kernel, held by a user event as the CLI does */
+  cl_kernel sp = clCreateKernel(prog, "spin", &err);
+  CHECK(err);
+  const int spin_n = 400000;
+  CHECK(clSetKernelArg(sp, 0, sizeof buf, &buf));
+  CHECK(clSetKernelArg(sp, 1, sizeof spin_n, &spin_n));
+  const size_t one = 1;
+
+  /* n dependent kernels after a marker kernel, held by a user event as the
+   * CLI does (held = 0) or behind the spinning kernel (held = 1) */
+  for (int held = 0; held < 2; held++)
   for (int n = 1; n <= 4; n *= 2) {
     double *tot = malloc(sizeof(double) * reps), *own = malloc(sizeof(double) * reps);
     double *gap = malloc(sizeof(double) * reps);
     for (int r = 0; r < reps; r++) {
-      cl_event gate = clCreateUserEvent(ctx, &err), tick, ev[4];
+      cl_event gate = clCreateUserEvent(ctx, &err), tick, ev[4], spun = NULL;
       CHECK(err);
-      CHECK(clEnqueueBarrierWithWaitList(q, 1, &gate, NULL));
+      if (held)
+        CHECK(clEnqueueNDRangeKernel(q, sp, 1, NULL, &one, &one, 0, NULL, &spun));
+      else
+        CHECK(clEnqueueBarrierWithWaitList(q, 1, &gate, NULL));
       CHECK(clEnqueueNDRangeKernel(q, k, 1, NULL, &g, &l, 0, NULL, &tick));
       for (int i = 0; i < n; i++) CHECK(clEnqueueNDRangeKernel(q, k, 1, NULL, &g, &l, 0, NULL, &ev[i]));
       CHECK(clSetUserEventStatus(gate, CL_COMPLETE));
@@ -99,12 +121,17 @@ int main(int argc, char **argv) {
       tot[r] = (double)(prof(ev[n - 1], CL_PROFILING_COMMAND_END) - prof(tick, CL_PROFILING_COMMAND_END)) * 1e-3;
       own[r] = (double)(prof(ev[0], CL_PROFILING_COMMAND_END) - prof(ev[0], CL_PROFILING_COMMAND_START)) * 1e-3;
       gap[r] = (double)(prof(ev[0], CL_PROFILING_COMMAND_START) - prof(tick, CL_PROFILING_COMMAND_END)) * 1e-3;
+      if (r == 0 && n == 1 && held)
+        printf("(the spinning kernel: %.0f us)\n",
+               (double)(prof(spun, CL_PROFILING_COMMAND_END) - prof(spun, CL_PROFILING_COMMAND_START)) * 1e-3);
+      if (spun) clReleaseEvent(spun);
       clReleaseEvent(gate), clReleaseEvent(tick);
       for (int i = 0; i < n; i++) clReleaseEvent(ev[i]);
     }
-    printf("%d empty kernel%s after the marker: END - END(marker) %.1f us (median of %d); "
+    printf("%s, %d empty kernel%s after the marker: END - END(marker) %.1f us (median of %d); "
            "one kernel's START..END %.1f us, END(marker)..START %.1f us\n",
-           n, n > 1 ? "s" : "", median(tot, reps), reps, median(own, reps), median(gap, reps));
+           held ? "behind a spinning kernel" : "held by a user event", n, n > 1 ? "s" : "",
+           median(tot, reps), reps, median(own, reps), median(gap, reps));
     free(tot), free(own), free(gap);
   }
 
@@ -122,7 +149,7 @@ int main(int argc, char **argv) {
     printf("2000 empty kernels back to back, no events, queue %s profiling: %.2f us each (wall)\n",
            p ? "with" : "without", us);
   }
-  clReleaseMemObject(buf), clReleaseKernel(k), clReleaseProgram(prog);
+  clReleaseMemObject(buf), clReleaseKernel(k), clReleaseKernel(sp), clReleaseProgram(prog);
   clReleaseCommandQueue(q), clReleaseCommandQueue(qn), clReleaseContext(ctx);
   return 0;
 }
