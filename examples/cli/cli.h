@@ -82,6 +82,9 @@ bool cli_fill_quant(cli_env *env, cl_mem buf, clattn_dtype dt, int groups, int d
 bool cli_fill_scale_shift(cli_env *env, cl_mem buf, size_t n, uint64_t seed);
 /* Enqueues a no-op kernel; its end timestamp opens a timed region (see decode.c). */
 bool cli_tick(cli_env *env, cl_event *e);
+/* Holds the queue for about a millisecond: a kernel spinning on the device
+ * (the commands enqueued meanwhile then run back to back from its queue). */
+bool cli_spin(cli_env *env);
 /* A buffer of `bytes` (printing the error and returning NULL on failure). */
 cl_mem cli_buffer(cli_env *env, size_t bytes, const char *what);
 

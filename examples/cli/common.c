@@ -481,8 +481,7 @@ bool cli_tick(cli_env *env, cl_event *e) {
   return true;
 }
 
-/* Holds the queue for about a millisecond: a kernel spinning on the device. */
-static bool spin(cli_env *env) {
+bool cli_spin(cli_env *env) {
   cl_kernel k = fill_kernel(env, "cli_spin");
   if (!k) return false;
   cl_mem none = NULL;
@@ -505,7 +504,7 @@ double cli_time_once(cli_env *env, cl_mem flush, size_t flush_n, int it, bool ga
   cl_event tick = NULL, done = NULL;
   double ms = NAN;
   bool ok = gate ? clEnqueueBarrierWithWaitList(env->queue, 1, &gate, NULL) == CL_SUCCESS
-                 : !gated || spin(env);
+                 : !gated || cli_spin(env);
   if (ok && flush) { /* a plain write (no maths) over twice the cache evicts K/V */
     const cl_uint pattern = (cl_uint)it;
     ok = clEnqueueFillBuffer(env->queue, flush, &pattern, 4, 0, flush_n * 4, 0, NULL, NULL) ==

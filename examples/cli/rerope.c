@@ -10,9 +10,10 @@
  * (the first, middle and last 8 queries of the first and last head), which
  * the reference computes alone. The backward is only checked in full.
  *
- * Timing: each repetition enqueues a no-op "tick" kernel then the
- * operation; the time is END(its last kernel) - END(tick), so the backward's
- * three kernels and the gaps between them count. */
+ * Timing: each repetition enqueues, behind a kernel spinning on the device
+ * (cli_spin: all is queued before the device reaches the tick), a no-op
+ * "tick" kernel then the operation; the time is END(its last kernel) -
+ * END(tick), so the backward's kernels and the gaps between them count. */
 #include "cli.h"
 #include "ref_rerope.h"
 
@@ -147,7 +148,7 @@ static double time_op(run *r, clattn_status (*op)(run *, cl_event *), const char
   int got = 0;
   for (int i = 0; v && i < total; i++) {
     cl_event tick = NULL, done = NULL;
-    if (!cli_tick(&r->env, &tick)) break;
+    if (!cli_spin(&r->env) || !cli_tick(&r->env, &tick)) break;
     clattn_status s = op(r, &done);
     clFinish(r->env.queue);
     cl_ulong t0 = 0, t1 = 0;
