@@ -155,7 +155,7 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(decode_mma_small_wg, 0, 256, 1, "tensor cores, float K/V, groups <= units / 8: work-items per group (0: off)") \
   X(decode_mma_small_blocks, 0, 4, 0, "that form's 16-key blocks in flight per warp where groups <= units / 8, at up to 8 x 128 accumulators a warp (0: decode_mma_blocks)") \
   X(decode_mma_small_short, 0, 1, 0, "that form also where short keys leave 4-warp groups short of the units, one group per unit") \
-  X(decode_mma_wide_wg, 0, 256, 1, "tensor cores, float K/V, a warp's accumulators over 8 x 128 (D > 128 padded, 16 rows): work-items per group (0: decode_mma_wg)") \
+  X(decode_mma_wide_wg, 0, 256, 1, "tensor cores, float K/V, a warp's accumulators over 8 x 128 (D > 128 padded, 16 rows) or D padded in registers: work-items per group (0: decode_mma_wg)") \
   /* merge */                                                                                    \
   X(merge_wg, 1, 1024, 1, "merge: work-items per group")                                         \
   /* rerope (forward / backward) */                                                             \

@@ -235,14 +235,20 @@ static void plan_small(const clattn_context *ctx, plan *pl) {
  * 3816, at B=16 ctx=8192 193 -> 193 / 221 -> 214 / 289 -> 267, at B=8
  * ctx=32768 343 -> 359 / 400 -> 403 / 535 -> 529; Mq = 4 causal at B=4 /
  * 16 ctx=8192 90 -> 74 / 171 -> 151 (one split, not 2), at B=64 517 -> 541
- * (one split either way: kept at 4 warps). */
+ * (one split either way: kept at 4 warps). Also head dims padded in
+ * registers (D % 64 != 0), whose warps spend a share of their time on the
+ * padding's products: H100 (f16 unless said, us, 4 warps -> 8) at B=16
+ * ctx=8192 D = 80 145.5 -> 135.3, bf16 145.2 -> 134.9, D = 96 155.7 ->
+ * 154.8, 112 185.2 -> 182.7; D = 80 at B=4 51.9 -> 49.9, at B=64 ctx=32768
+ * 2158 -> 2101, Mq = 4 causal level (tools/PERF.md session 36). */
 static void plan_wide(const clattn_context *ctx, plan *pl) {
   const int wg = ctx->tuning.decode_mma_wide_wg;
+  const bool padded = padded_d(pl) != pl->pr.D;
   if (pl->pr.kv_q || pl->small || wg < 32 || wg % 32 || (size_t)wg > ctx->profile.max_work_group_size ||
-      pl->RB * padded_d(pl) <= 1024)
+      (pl->RB * padded_d(pl) <= 1024 && !padded))
     return;
   const int64_t groups = group_count(pl);
-  if (padded_d(pl) > 128 || 2 * groups <= (int64_t)ctx->profile.compute_units * mma_resident(&ctx->tuning, pl))
+  if (padded || padded_d(pl) > 128 || 2 * groups <= (int64_t)ctx->profile.compute_units * mma_resident(&ctx->tuning, pl))
     pl->WG = wg;
 }
 

@@ -159,16 +159,18 @@ static void test_small_blocks(void) {
 }
 
 /* Groups of decode_mma_wide_wg (8 warps) where a warp's accumulators pass
- * 8 x 128 (plan_wide): 8 units, B=1 Hkv=8 (8 groups), 1024 keys. D = 192
- * (padded 192): always, one 8-warp group per unit, 1 split; D = 128 with 16
- * rows (Mq = 4, G = 4): where 4-warp groups (2 per unit) would split, at B=1
- * (8 groups of 16 places), 1 split of 8 warps; at B=2 (16 groups) not: 4
- * warps, 1 split; D = 128 / 80 with 8 rows (padded 128) never: 4 splits;
- * the key at 0: 4-warp groups (3 splits at D = 192). */
+ * 8 x 128 or D is padded in registers (plan_wide): 8 units, B=1 Hkv=8 (8
+ * groups), 1024 keys. D = 192 (padded 192): always, one 8-warp group per
+ * unit, 1 split; D = 128 with 16 rows (Mq = 4, G = 4): where 4-warp groups
+ * (2 per unit) would split, at B=1 (8 groups of 16 places), 1 split of 8
+ * warps; at B=2 (16 groups) not: 4 warps, 1 split; D = 128 with 8 rows
+ * never: 4 splits; D = 80 (padded 128) always, two 8-warp groups a unit
+ * (16 warps of 8 x 128 accumulators): 2 splits; the key at 0: 4-warp groups
+ * (3 splits at D = 192, 4 at D = 80). */
 static void test_wide_rows(void) {
   static const struct { int B, Mq, D, wide_wg, parts, wg; } cases[] = {
       {1, 1, 192, 256, 1, 256}, {1, 4, 128, 256, 1, 256}, {2, 4, 128, 256, 1, 128},
-      {1, 1, 128, 256, 4, 128}, {1, 1, 80, 256, 4, 128},  {1, 1, 192, 0, 3, 128}};
+      {1, 1, 128, 256, 4, 128}, {1, 1, 80, 256, 2, 256},  {1, 1, 192, 0, 3, 128}, {1, 1, 80, 0, 4, 128}};
   SAVE_INPUTS();
   fix_inputs(8);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
