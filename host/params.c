@@ -63,7 +63,8 @@ typedef struct row {
  * whole rows in spans of at least 512 keys (B=16 ctx=8192 paged: 16 parts,
  * 82 us, against 8 of 1024 keys, 101; padded rows lose with them).
  * Float groups of 8 warps where a warp's accumulators pass 8 x 128
- * (decode_mma_wide_wg; B=64 ctx=32768 D=192: 3.00 ms against 3.33).
+ * (decode_mma_wide_wg; B=64 ctx=32768 D=192: 3.00 ms against 3.33) or D is
+ * padded in registers (H100, B=16 ctx=8192 D=80: 135 us against 145).
  * ReRoPE forward (Z=1 H=32 N=8192 D=64 W=2048, non-causal; two passes, one Q
  * in registers): key tiles of 64, a ring of 2 tiles, 2 blocks of 16 query
  * rows per warp (2.05 ms; tiles of 32: 2.22, with 3 in the ring 2.19; 1 block
