@@ -49,7 +49,8 @@ static void test_mma_rule(void) {
 
 /* Head dims not a multiple of 64 on tensor cores (padded to 64 in
  * registers, cl/decode_mma.clh): 80, 96, 112, 160, 200 with GQA, lengths
- * 0, 1 and 45; paged, varlen causal, causal Mq 3, split. */
+ * 0, 1 and 45; paged, varlen causal, causal Mq 3, split; then 80 (split)
+ * and 112 (bf16, paged, varlen causal) in groups of 8 warps. */
 static void test_padded_dims(void) {
   static const int dims[] = {80, 96, 112, 160, 200};
   static const int32_t lens[] = {0, 1, 45};
@@ -69,6 +70,22 @@ static void test_padded_dims(void) {
     if (i == 4) c.splits = 3;
     run_case(&c);
   }
+  /* groups of 8 warps, as NVIDIA's row plans padded head dims (plan_wide) */
+  const clattn_tuning saved = fx.ctx->tuning;
+  fx.ctx->tuning.decode_mma_wide_wg = 256;
+  for (int i = 0; i < 2; i++) {
+    dcase c = base();
+    c.qdt = c.kvdt = c.odt = i ? CLATTN_BF16 : CLATTN_F16;
+    c.D = i ? 112 : 80;
+    c.B = 3;
+    c.Nkv = 45;
+    c.kv_len = lens;
+    c.kernels = "tensor cores";
+    if (i == 0) c.splits = 3;
+    if (i == 1) c.q_counts = counts, c.causal = 1, c.page_size = 16;
+    run_case(&c);
+  }
+  fx.ctx->tuning = saved;
   clattn_force_path(0);
 }
 
