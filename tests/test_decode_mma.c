@@ -52,37 +52,29 @@ static void test_mma_rule(void) {
  * 0, 1 and 45; paged, varlen causal, causal Mq 3, split; then 80 (split)
  * and 112 (bf16, paged, varlen causal) in groups of 8 warps. */
 static void test_padded_dims(void) {
-  static const int dims[] = {80, 96, 112, 160, 200};
   static const int32_t lens[] = {0, 1, 45};
   static const int32_t counts[] = {3, 1, 0};
-  clattn_force_path(2);
-  for (int i = 0; i < 5; i++) {
-    dcase c = base();
-    c.qdt = c.kvdt = c.odt = i & 1 ? CLATTN_BF16 : CLATTN_F16;
-    c.D = dims[i];
-    c.B = 3;
-    c.Nkv = 45;
-    c.kv_len = lens;
-    c.kernels = "tensor cores";
-    if (i == 1) c.page_size = 16;
-    if (i == 2) c.q_counts = counts, c.causal = 1;
-    if (i == 3) c.Mq = 3, c.causal = 1;
-    if (i == 4) c.splits = 3;
-    run_case(&c);
-  }
-  /* groups of 8 warps, as NVIDIA's row plans padded head dims (plan_wide) */
+  /* wide: groups of 8 warps (decode_mma_wide_wg), as NVIDIA's row plans them (plan_wide) */
+  static const struct { int D, bf16, paged, varlen, Mq, causal, splits, wide; } cases[] = {
+      {80, 0, 0, 0, 1, 0, 0, 0},  {96, 1, 1, 0, 1, 0, 0, 0}, {112, 0, 0, 1, 1, 1, 0, 0},
+      {160, 1, 0, 0, 3, 1, 0, 0}, {200, 0, 0, 0, 1, 0, 3, 0}, {80, 0, 0, 0, 1, 0, 3, 1},
+      {112, 1, 1, 1, 1, 1, 0, 1}};
   const clattn_tuning saved = fx.ctx->tuning;
-  fx.ctx->tuning.decode_mma_wide_wg = 256;
-  for (int i = 0; i < 2; i++) {
+  clattn_force_path(2);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    fx.ctx->tuning.decode_mma_wide_wg = cases[i].wide ? 256 : saved.decode_mma_wide_wg;
     dcase c = base();
-    c.qdt = c.kvdt = c.odt = i ? CLATTN_BF16 : CLATTN_F16;
-    c.D = i ? 112 : 80;
+    c.qdt = c.kvdt = c.odt = cases[i].bf16 ? CLATTN_BF16 : CLATTN_F16;
+    c.D = cases[i].D;
     c.B = 3;
     c.Nkv = 45;
     c.kv_len = lens;
     c.kernels = "tensor cores";
-    if (i == 0) c.splits = 3;
-    if (i == 1) c.q_counts = counts, c.causal = 1, c.page_size = 16;
+    if (cases[i].paged) c.page_size = 16;
+    if (cases[i].varlen) c.q_counts = counts;
+    c.Mq = cases[i].Mq;
+    c.causal = cases[i].causal;
+    c.splits = cases[i].splits;
     run_case(&c);
   }
   fx.ctx->tuning = saved;
