@@ -10,11 +10,12 @@
  * queued before the spin ends, so the device runs them back to back from its
  * queue with no host gap. The time is END(last decode kernel) - END(tick):
  * every kernel of the operation and the gaps between them, with a cold
- * cache, as inside a model's layer loop where the host runs ahead. (clattn_decode returns the
- * event of its last kernel only; the tick stands for the start of the
- * first.) The wall clock of back-to-back launches (warm cache, host enqueue
- * cost included) is printed beside it. The CLBlast baseline is timed the
- * same way without the hold (CLBlast blocks the host inside its calls). */
+ * cache, as inside a model's layer loop where the host runs ahead.
+ * (clattn_decode returns the event of its last kernel only; the tick stands
+ * for the start of the first.) The wall clock of back-to-back launches
+ * (warm cache, host enqueue cost included) is printed beside it. The CLBlast
+ * baseline is timed the same way without the hold (CLBlast blocks the host
+ * inside its calls). */
 #include "cli.h"
 #include "ref.h"
 #include "ref_quant.h"
