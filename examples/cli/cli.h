@@ -63,6 +63,12 @@ typedef clattn_status (*cli_enqueue_fn)(void *priv, cl_event *done);
 cl_mem cli_flush_buffer(cli_env *env, size_t *words);
 double cli_time_once(cli_env *env, cl_mem flush, size_t flush_n, int it, bool gated,
                      cli_enqueue_fn fn, void *priv, double *last_ms);
+/* cli_time_once over `warmup` then `repeat` runs with a progress line
+ * (label): the median ms, NaN on error; *last_median (when not NULL) the
+ * median of the runs' last_ms. */
+double cli_time_median(cli_env *env, cl_mem flush, size_t flush_n, int warmup, int repeat,
+                       bool gated, cli_enqueue_fn fn, void *priv, const char *label,
+                       double *last_median);
 
 /* Prints "clattn: <what>: <status>: <message>" to stderr; returns 1. */
 int cli_fail(const char *what, clattn_status s);

@@ -531,6 +531,30 @@ double cli_time_once(cli_env *env, cl_mem flush, size_t flush_n, int it, bool ga
   return ms;
 }
 
+double cli_time_median(cli_env *env, cl_mem flush, size_t flush_n, int warmup, int repeat,
+                       bool gated, cli_enqueue_fn fn, void *priv, const char *label,
+                       double *last_median) {
+  double *v = repeat > 0 ? malloc(sizeof(double) * 2 * (size_t)repeat) : NULL;
+  if (!v) return NAN;
+  double *last = v + repeat;
+  int got = 0;
+  for (int i = 0; i < warmup + repeat; i++) {
+    double own = NAN;
+    const double ms = cli_time_once(env, flush, flush_n, i, gated, fn, priv, &own);
+    if (isnan(ms)) {
+      got = 0;
+      break;
+    }
+    if (i >= warmup) last[got] = own, v[got++] = ms;
+    cli_progress(label, i + 1, warmup + repeat);
+  }
+  cli_progress_done();
+  if (last_median) *last_median = got ? cli_median(last, got) : NAN;
+  const double med = got ? cli_median(v, got) : NAN;
+  free(v);
+  return med;
+}
+
 cl_mem cli_flush_buffer(cli_env *env, size_t *words) {
   cl_ulong cache = 0;
   clGetDeviceInfo(clattn_context_device(env->ctx), CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, sizeof cache,

@@ -271,12 +271,6 @@ static clattn_status call_op(void *priv, cl_event *done) {
   return c->op(c->env->ctx, c->env->queue, c->p, 0, NULL, done);
 }
 
-static double timed_once(run *r, op_fn op, const clattn_decode_params *p, int it, bool gated,
-                         double *last_ms) {
-  op_call c = {&r->env, op, p};
-  return cli_time_once(&r->env, r->flush, r->flush_n, it, gated, call_op, &c, last_ms);
-}
-
 /* median_ms: END(tick) to END(last kernel); last_ms: the last kernel's own
  * START to END (the whole operation where it is one launch) */
 typedef struct timing {
@@ -285,23 +279,11 @@ typedef struct timing {
 
 static bool time_op(run *r, op_fn op, const clattn_decode_params *p, const char *label, bool gated,
                     timing *t) {
-  const int n = r->opt.repeat, total = r->opt.warmup + r->opt.repeat;
-  double *v = malloc(sizeof(double) * 2 * (size_t)n), *last = v + n;
-  if (!v) return false;
-  int got = 0;
-  for (int i = 0; i < total; i++) {
-    double own = NAN, ms = timed_once(r, op, p, i, gated, &own);
-    if (isnan(ms)) {
-      free(v);
-      cli_progress_done();
-      return false;
-    }
-    if (i >= r->opt.warmup) last[got] = own, v[got++] = ms;
-    cli_progress(label, i + 1, total);
-  }
-  t->median_ms = cli_median(v, got);
-  t->last_ms = cli_median(last, got);
-  free(v);
+  const int n = r->opt.repeat;
+  op_call c = {&r->env, op, p};
+  t->median_ms = cli_time_median(&r->env, r->flush, r->flush_n, r->opt.warmup, n, gated, call_op,
+                                 &c, label, &t->last_ms);
+  if (isnan(t->median_ms)) return false;
   /* back to back, warm cache: what the host sees */
   clFinish(r->env.queue);
   const double t0 = cli_now();

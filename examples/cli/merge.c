@@ -66,23 +66,8 @@ static void timer_free(timer *t) {
 
 /* Median device ms over `repeat` runs after `warmup`; NaN on error. */
 static double time_device(timer *t, enqueue_fn fn, void *priv, const opts *o, const char *label) {
-  const int total = o->warmup + o->repeat;
-  double *v = malloc(sizeof(double) * (size_t)o->repeat);
-  if (!v) return NAN;
-  int got = 0;
-  for (int i = 0; i < total; i++) {
-    const double ms = cli_time_once(t->env, t->flush, t->flush_n, i, true, fn, priv, NULL);
-    if (isnan(ms)) {
-      got = 0;
-      break;
-    }
-    if (i >= o->warmup) v[got++] = ms;
-    cli_progress(label, i + 1, total);
-  }
-  cli_progress_done();
-  const double med = got ? cli_median(v, got) : NAN;
-  free(v);
-  return med;
+  return cli_time_median(t->env, t->flush, t->flush_n, o->warmup, o->repeat, true, fn, priv, label,
+                         NULL);
 }
 
 /* Largest |got - want| over n values, and how many exceed atol + rtol |want|

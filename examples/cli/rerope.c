@@ -141,36 +141,23 @@ static clattn_status bwd(run *r, cl_event *ev) {
   return clattn_rerope_bwd(r->env.ctx, r->env.queue, &p, 0, NULL, ev);
 }
 
-/* Median over --repeat runs (after --warmup) of END(op) - END(tick), in ms. */
+typedef struct op_call {
+  run *r;
+  clattn_status (*op)(run *, cl_event *);
+} op_call;
+
+static clattn_status call_op(void *priv, cl_event *done) {
+  const op_call *c = priv;
+  return c->op(c->r, done);
+}
+
+/* Median over --repeat runs (after --warmup) of END(op) - END(tick), in ms
+ * (cli_time_median, held; no cache flush: ReRoPE is bound by arithmetic, not
+ * by reading its operands). */
 static double time_op(run *r, clattn_status (*op)(run *, cl_event *), const char *label) {
-  const int total = r->o.warmup + r->o.repeat;
-  double *v = malloc(sizeof(double) * (size_t)(r->o.repeat + 1));
-  int got = 0;
-  for (int i = 0; v && i < total; i++) {
-    cl_event tick = NULL, done = NULL;
-    if (!cli_spin(&r->env) || !cli_tick(&r->env, &tick)) break;
-    clattn_status s = op(r, &done);
-    clFinish(r->env.queue);
-    cl_ulong t0 = 0, t1 = 0;
-    if (s == CLATTN_SUCCESS) {
-      clGetEventProfilingInfo(tick, CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL);
-      clGetEventProfilingInfo(done, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
-    }
-    clReleaseEvent(tick);
-    if (done) clReleaseEvent(done);
-    if (s != CLATTN_SUCCESS) {
-      cli_progress_done();
-      cli_fail(label, s);
-      free(v);
-      return NAN;
-    }
-    if (i >= r->o.warmup) v[got++] = (double)(t1 - t0) * 1e-6;
-    cli_progress(label, i + 1, total);
-  }
-  cli_progress_done();
-  const double ms = got ? cli_median(v, got) : NAN;
-  free(v);
-  return ms;
+  op_call c = {r, op};
+  return cli_time_median(&r->env, NULL, 0, r->o.warmup, r->o.repeat, true, call_op, &c, label,
+                         NULL);
 }
 
 /* ------------------------------------------------------------------ checks */
