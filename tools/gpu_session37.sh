@@ -5,10 +5,15 @@
 # check: the padded head dims' 8-warp groups natively (`clattn run decode --check` at D = 80 /
 #   96 / 112, and the tests' padded-dims cases), which session 36 timed with --no-check only;
 # rr: issue #21's table (tools/rerope_vs_torch.py, as tools/gpu_session35.sh rr);
+# rrab: the CLI's checks of dk/dv's ring with the keys in local memory (rerope_bwd_qring=3),
+#   then tools/sweeps/session37.txt (that ring against the plan's forms);
 # tune / ptune: `clattn tune --family decode`, native / portable (tools/gpu_session33.sh).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-floor torch check rr}
+printf 'rerope_bwd_qring=3\n' > /tmp/qr3.txt
+printf 'rerope_bwd_qring=3\nrerope_bwd_block_m=64\n' > /tmp/qr3bm64.txt
+printf 'rerope_bwd_qring=3\nrerope_bwd_block_m=16\n' > /tmp/qr3bm16.txt
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 C=./build-gpubin/new/clattn
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee $OUT/gpu.txt
@@ -30,6 +35,19 @@ fi 2>&1 | tee $OUT/check.txt
 part rr && PYTHONUNBUFFERED=1 timeout 200 python3 tools/rerope_vs_torch.py --clattn $C --repeat 5 \
   --seed-bwd-max-d 64 --shape 1/32/8192/64/2048/causal --shape 1/32/8192/64/2048 \
   --shape 1/32/8192/128/2048/causal --shape 1/32/8192/128/8192/causal 2>&1 | tee $OUT/rerope_vs_torch.txt
+if part rrab; then
+  for f in /tmp/qr3.txt /tmp/qr3bm64.txt; do
+    for a in "--head-dim 64 --causal" "--head-dim 64" "--head-dim 128 --causal" "--head-dim 64 --causal --dtype bf16" \
+             "--head-dim 96 --causal --kv-heads 2"; do
+      echo "== $f $a: $(CLATTN_TUNING_FILE=$f timeout 120 $C run rerope --heads 4 --n 700 --window 300 --backward \
+        --repeat 1 $a 2>&1 | grep -E 'kernels|FAIL|rror|check dq1' | tr '\n' ' ')"
+    done
+  done 2>&1 | tee $OUT/rrcheck.txt
+  for t in "backward in two phases" "backward on warpgroup MMA"; do
+    CLATTN_TEST_ONLY="$t" timeout 150 ./build-gpubin/new/test_rerope 2>&1 | grep -E "FAIL|asserts|got" | head -5
+  done 2>&1 | tee -a $OUT/rrcheck.txt
+  OUT=$OUT/ab REPEAT=${REPEAT:-5} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session37.txt
+fi
 for p in tune ptune; do
   part $p && OUT=$OUT bash tools/gpu_session33.sh $p
 done
