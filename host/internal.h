@@ -175,7 +175,7 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(rerope_bwd_block_n, 0, 64, 1, "two-phase backward: dq's keys per tile (0: the most the local memory holds, up to 64)") \
   X(rerope_bwd_stages, 0, 2, 0, "two-phase backward: dq's key tiles in the ring (0: 2 where tiles of 64 fit so, else 1; on the fly 1)") \
   X(rerope_bwd_wgmma, 0, 3, 0, "two-phase backward: warpgroup MMA (0: on sm_90 up to D = 64; 1 never; 2 at every D, also through the emulation; 3 on sm_90 at every D)") \
-  X(rerope_bwd_qring, 0, 3, 0, "two-phase backward: dk/dv's query tiles through a ring of 2 with the keys' fragments in registers (0: where its tiles would be under 32 rows otherwise; 1 never; 2 always; 3: the ring with the keys' K and V in local memory)") \
+  X(rerope_bwd_qring, 0, 2, 0, "two-phase backward: dk/dv's keys' fragments in registers and its query tiles through a ring of 2 (0: where its tiles would be under 32 rows otherwise; 1 never; 2 always)") \
   X(rerope_wgmma_maxnreg, 0, 255, 0, "warpgroup MMA kernels up to D = 64 (forward, two-phase backward): most registers a work-item holds, through the PTX route's .maxnreg (0: the compiler's choice; below 96 taken as 96: ptxas does not build the D = 64 forward in 64)") \
   /* quantize / dequantize / append */                                                          \
   X(quant_wg, 1, 1024, 1, "K/V cache kernels: work-items per group")                            \
@@ -465,7 +465,7 @@ typedef struct clattn_rr_plan {
   int mt;             /* tensor-core forward: 16-row blocks per warp (-DMT), else 0 */
   int nsl;            /* tensor-core backward, D > 64: column slices (-DNSL; grid z = Z nsl), else 0 */
   int phased;         /* tensor-core backward, D <= 128: the two-phase kernels (-DPHASED), else 0 */
-  int qring;          /* ... their dk/dv's ring of query tiles (-DQRING): 1 the keys' fragments in registers, 2 K and V in local memory */
+  int qring;          /* ... their dk/dv with a ring of query tiles (-DQRING) */
   int wgmma;          /* tensor-core forward: warpgroup MMA (-DRR_WG, cl/wgmma.clh) */
   int maxnreg;        /* registers per work-item (-DCLATTN_PTX_MAXNREG, the PTX route), or 0 */
 } clattn_rr_plan;

@@ -265,11 +265,9 @@ static bool plan_phased(const clattn_context *ctx, const clattn_rr_problem *p, s
   const size_t local = ctx->profile.local_mem_bytes > emu ? ctx->profile.local_mem_bytes - emu : 0;
   if (p->D > 128) return false;
 #define DQ_BYTES(st, bn) ((st) * 2 * (size_t)(bn) * row + 4 * (64 + (size_t)(bn)))
-  /* dk/dv's forms (qring): 0 K, V and one query tile; 1 a ring of 2 query
-   * tiles, the keys' fragments in registers; 2 K, V and the ring */
 #define DKDV_BYTES(ring, bm)                                                                     \
-  (((ring) != 1 ? 2 * 64 * row : 0) + ((ring) ? 2 : 1) * 2 * (size_t)(bm) * row +              \
-   4 * (((ring) ? 6 : 3) * (size_t)(bm) + 64))
+  ((ring) ? 2 * 2 * (size_t)(bm) * row + 4 * (6 * (size_t)(bm) + 64)                             \
+          : 2 * 64 * row + 2 * (size_t)(bm) * row + 4 * (3 * (size_t)(bm) + 64))
   /* the largest tiles that fit, up to 64 (32 up to D = 64: the tiles timed there) */
   const int top = p->D <= 64 ? 32 : 64;
   int bn = tu->rerope_bwd_block_n ? tu->rerope_bwd_block_n : top;
@@ -280,11 +278,9 @@ static bool plan_phased(const clattn_context *ctx, const clattn_rr_problem *p, s
   int bm1 = top, bm2 = top;
   while (bm1 > 16 && DKDV_BYTES(0, bm1) > local) bm1 /= 2;
   while (bm2 > 16 && DKDV_BYTES(1, bm2) > local) bm2 /= 2;
-  int bm3 = top;
-  while (bm3 > 16 && DKDV_BYTES(2, bm3) > local) bm3 /= 2;
   const int q = tu->rerope_bwd_qring;
-  const int ring = p->rotary ? 0 : q == 3 ? 2 : (q == 2 || (q == 0 && bm1 < 32 && bm2 > bm1));
-  const int bm = tu->rerope_bwd_block_m ? tu->rerope_bwd_block_m : ring == 2 ? bm3 : ring ? bm2 : bm1;
+  const int ring = !p->rotary && (q == 2 || (q == 0 && bm1 < 32 && bm2 > bm1));
+  const int bm = tu->rerope_bwd_block_m ? tu->rerope_bwd_block_m : ring ? bm2 : bm1;
   /* (the kernels' own check, cl/rerope_bwd.cl: 3 bn >= the 64 rows of a dq group) */
   const bool ok = bn >= 16 && bm >= 16 && stages * 2 * bn >= 64 && 3 * bn >= 64 && (!ring || 4 * bm >= 64) &&
                   DQ_BYTES(stages, bn) <= local && DKDV_BYTES(ring, bm) <= local;
@@ -457,10 +453,8 @@ void clattn_rr_options(const clattn_rr_problem *p, const clattn_rr_plan *pl, cha
   char stages[40] = "";
   if (pl->stages) snprintf(stages, sizeof stages, " -DSTAGES=%d -DMT=%d", pl->stages, pl->mt);
   if (pl->nsl) snprintf(stages, sizeof stages, " -DNSL=%d -DFRAG_G=1", pl->nsl);
-  char qring[16] = "";
-  if (pl->qring) snprintf(qring, sizeof qring, " -DQRING=%d", pl->qring);
   if (pl->phased)
-    snprintf(stages, sizeof stages, " -DPHASED=1 -DSTAGES=%d%s", pl->stages, qring);
+    snprintf(stages, sizeof stages, " -DPHASED=1 -DSTAGES=%d%s", pl->stages, pl->qring ? " -DQRING=1" : "");
   char cap[40] = "";
   if (pl->maxnreg) snprintf(cap, sizeof cap, " -DCLATTN_PTX_MAXNREG=%d", pl->maxnreg);
   snprintf(buf, size, "-DDT=%s -DD=%d -DROTARY=%d -DBM=%d -DBN=%d -DWG=%d -DCT=%d -DRR_MMA=%d%s%s%s%s%s%s",
@@ -661,27 +655,25 @@ void clattn_rerope_variants(clattn_variant_fn fn, void *priv) {
     w.dtype = CLATTN_F16;
     w.rotary = 0;
     wp.phased = 1;
-    for (int i = 0; i < 3; i++) { /* (i = 2: D = 64 with dk/dv's ring, the keys in local memory) */
+    for (int i = 0; i < 2; i++) {
       w.D = i ? 64 : 128;
       wp.bm = 32;
       wp.bn = i ? 32 : 64;
       wp.stages = i ? 2 : 1;
-      wp.qring = i == 2 ? 2 : !i;
+      wp.qring = !i;
       clattn_rr_options(&w, &wp, opts, sizeof opts);
       fn(priv, "rerope_bwd.cl", opts);
     }
   }
   /* ... in two phases: D = 128 (dq one stage of 64 keys, dk/dv's ring of
    * query tiles of 32), D = 96 (dq one stage of 64, query tiles of 32), D =
-   * 64 (dq's ring of 2 tiles of 32, query tiles of 32 one at a time, or
-   * through a ring with K and V in local memory); explicit and on the fly
-   * (one stage, no ring) */
+   * 64 (dq's ring of 2 tiles of 32, query tiles of 32); explicit and on the
+   * fly (one stage, no ring) */
   pl.nsl = 0;
   pl.phased = 1;
   for (p.rotary = 0; p.rotary <= 1; p.rotary++) {
-    static const int dims[4][5] = {{128, 32, 64, 1, 1}, {96, 32, 64, 1, 0}, {64, 32, 32, 2, 0},
-                                   {64, 32, 32, 2, 2}};
-    for (int i = 0; i < 4 - p.rotary; i++) { /* (the last: the explicit form's ring) */
+    static const int dims[3][5] = {{128, 32, 64, 1, 1}, {96, 32, 64, 1, 0}, {64, 32, 32, 2, 0}};
+    for (int i = 0; i < 3; i++) {
       p.D = dims[i][0];
       pl.bm = dims[i][1];
       pl.bn = dims[i][2];

@@ -158,16 +158,11 @@ static void phased_cases(int wgmma) {
   run_case(&c);
   c.qring = 2;
   run_case(&c);
-  c.qring = 3; /* the ring with the keys' K and V in local memory */
-  run_case(&c);
   c.qring = c.bwd_bm = c.bwd_stages = 0;
   c.D = 64; /* tiles of 32, dq's ring of 2 */
   c.Hq = 2, c.Hkv = 1;
   c.Nq = c.Nk = 200;
   run_case(&c);
-  c.qring = 3;
-  run_case(&c);
-  c.qring = 0;
   c.dt = CLATTN_BF16;
   c.D = 80;
   c.Hq = 2, c.Hkv = 1;

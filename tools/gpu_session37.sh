@@ -5,8 +5,9 @@
 # check: the padded head dims' 8-warp groups natively (`clattn run decode --check` at D = 80 /
 #   96 / 112, and the tests' padded-dims cases), which session 36 timed with --no-check only;
 # rr: issue #21's table (tools/rerope_vs_torch.py, as tools/gpu_session35.sh rr);
-# rrab: the CLI's checks of dk/dv's ring with the keys in local memory (rerope_bwd_qring=3),
-#   then tools/sweeps/session37.txt (that ring against the plan's forms);
+# rrab: the CLI's checks of dk/dv's ring with the keys in local memory (rerope_bwd_qring=3,
+#   commit ab0bc4a; removed after this call: no gain, tools/PERF.md session 37), then
+#   tools/sweeps/session37.txt (that ring against the plan's forms; B=1 decode's blocks in flight);
 # tune / ptune: `clattn tune --family decode`, native / portable (tools/gpu_session33.sh).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -14,6 +15,7 @@ PARTS=${*:-floor torch check rr}
 printf 'rerope_bwd_qring=3\n' > /tmp/qr3.txt
 printf 'rerope_bwd_qring=3\nrerope_bwd_block_m=64\n' > /tmp/qr3bm64.txt
 printf 'rerope_bwd_qring=3\nrerope_bwd_block_m=16\n' > /tmp/qr3bm16.txt
+printf 'decode_mma_small_blocks=3\n' > /tmp/sb3.txt; printf 'decode_mma_small_blocks=4\n' > /tmp/sb4.txt
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 C=./build-gpubin/new/clattn
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee $OUT/gpu.txt
