@@ -1,5 +1,5 @@
 # Session 37's GPU calls: `bash tools/gpu_session37.sh [floor|torch|check|rr|tune|ptune]...`
-# (default: floor torch check rr).
+# (default: floor torch check rr; IF_H200="parts" adds those parts where the GPU is an H200).
 # floor: tools/launch_floor.c (empty kernels held by a user event or behind a spinning kernel);
 # torch: issue #20's table (tools/decode_vs_torch.py), the CLI's new hold, 8-warp padded groups;
 # check: the padded head dims' 8-warp groups natively (`clattn run decode --check` at D = 80 /
@@ -8,6 +8,7 @@
 # rrab: the CLI's checks of dk/dv's ring with the keys in local memory (rerope_bwd_qring=3,
 #   commit ab0bc4a; removed after this call: no gain, tools/PERF.md session 37), then
 #   tools/sweeps/session37.txt (that ring against the plan's forms; B=1 decode's blocks in flight);
+# rrab2: tools/sweeps/session37b.txt (dk/dv's ring with the keys' fragments in registers at D = 64);
 # tune / ptune: `clattn tune --family decode`, native / portable (tools/gpu_session33.sh).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -16,9 +17,13 @@ printf 'rerope_bwd_qring=3\n' > /tmp/qr3.txt
 printf 'rerope_bwd_qring=3\nrerope_bwd_block_m=64\n' > /tmp/qr3bm64.txt
 printf 'rerope_bwd_qring=3\nrerope_bwd_block_m=16\n' > /tmp/qr3bm16.txt
 printf 'decode_mma_small_blocks=3\n' > /tmp/sb3.txt; printf 'decode_mma_small_blocks=4\n' > /tmp/sb4.txt
+printf 'rerope_bwd_qring=2\n' > /tmp/qr2.txt; printf 'rerope_bwd_qring=2\nrerope_bwd_block_m=16\n' > /tmp/qr2bm16.txt
+printf 'rerope_bwd_qring=2\nrerope_wgmma_maxnreg=0\n' > /tmp/qr2cap0.txt
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 C=./build-gpubin/new/clattn
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee $OUT/gpu.txt
+echo "profilers: $(which ncu nsys 2>/dev/null | tr '\n' ' ')" | tee -a $OUT/gpu.txt
+if grep -q H200 $OUT/gpu.txt && [ -n "$IF_H200" ]; then PARTS="$PARTS $IF_H200"; fi # the tables where an H200 came
 part floor && ./build-gpubin/new/launch_floor NVIDIA 100 2>&1 | tee $OUT/floor.txt
 part torch && PYTHONUNBUFFERED=1 timeout ${TORCH_S:-200} python3 tools/decode_vs_torch.py \
   --clattn $C --repeat 20 2>&1 | tee $OUT/decode_vs_torch.txt
@@ -49,6 +54,13 @@ if part rrab; then
     CLATTN_TEST_ONLY="$t" timeout 150 ./build-gpubin/new/test_rerope 2>&1 | grep -E "FAIL|asserts|got" | head -5
   done 2>&1 | tee -a $OUT/rrcheck.txt
   OUT=$OUT/ab REPEAT=${REPEAT:-5} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session37.txt
+fi
+if part rrab2; then
+  for a in "--head-dim 64 --causal" "--head-dim 64 --kv-heads 2"; do
+    echo "== qr2 $a: $(CLATTN_TUNING_FILE=/tmp/qr2.txt timeout 120 $C run rerope --heads 4 --n 700 --window 300 \
+      --backward --repeat 1 $a 2>&1 | grep -E 'kernels|FAIL|rror|check dq1' | tr '\n' ' ')"
+  done 2>&1 | tee $OUT/rrcheck2.txt
+  OUT=$OUT/ab2 REPEAT=${REPEAT:-5} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session37b.txt
 fi
 for p in tune ptune; do
   part $p && OUT=$OUT bash tools/gpu_session33.sh $p
