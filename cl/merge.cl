@@ -45,7 +45,8 @@
 #ifndef ALIGNED
 #define ALIGNED 0
 #endif
-#define MB 8 /* NARGS 1: slot 0's parts whose loads are in flight together */
+#define MB 8  /* NARGS 1: slot 0's parts whose loads are in flight together */
+#define MB1 16 /* NARGS 1, one d block a lane: up to this many parts in one round of loads */
 
 /* ---------------------------------------------------------------- vectors of VEC d */
 
@@ -164,7 +165,35 @@ __kernel void clattn_merge(int M, int H, int D, int nslots, int n0, long po_spli
   float mx = -INFINITY, l = 0.0f;
   const long rl0 = pl_off0 + b * plb0 + h * plh0 + m * plm0;
   const long ro0 = po_off0 + b * pob0 + m * pom0 + h * poh0;
+  const long oo = o_off + out_b * ob + out_m * om + h * oh;
 #if NARGS == 1
+  if (n0 <= MB1 && get_local_size(0) * VEC >= D) {
+    /* Few parts and one d block a lane (decode's split-K reduce at small
+     * batches: B=1, 16 splits, 4 work-groups): every part's lse and this
+     * lane's o in one round of loads, where the passes below wait for four
+     * (each MB parts' lse, then their lse and o). The same sums in the same
+     * order: the same bits. H100, f16 D=128 Hq=32 Hkv=8, B=1 ctx=16384 (16
+     * splits): 46.3 / 46.4 us against 46.8 / 46.7 (the merge kernel's own
+     * time 6.7 us, of which an empty kernel's is 3.2; tools/PERF.md, session 37). */
+    const int d = get_local_id(0) * VEC;
+    float y[MB1];
+    vfloat x[MB1];
+    _Pragma("unroll") for (int u = 0; u < MB1; u++) {
+      const bool ok = u < n0;
+      y[u] = ok ? pl0[rl0 + u * pl_split] : -INFINITY;
+      x[u] = ok && d < D ? LDV(P0_DT, po0, ro0 + u * po_split + d * pod0) : (vfloat)0.0f;
+    }
+    _Pragma("unroll") for (int u = 0; u < MB1; u++)
+      if (u < n0) merge_fold(&mx, &l, y[u]);
+    vfloat acc = 0.0f;
+    _Pragma("unroll") for (int u = 0; u < MB1; u++) {
+      const float w = u < n0 ? part_weight(y[u], mx) : 0.0f;
+      if (w != 0.0f) acc += w * x[u];
+    }
+    if (d < D) STV(O_DT, o, oo + d * od, acc * merge_inv(l));
+    if (lse && get_local_id(0) == 0) lse[lse_off + out_b * lb + h * lh + out_m * lm] = merge_lse(mx, l);
+    return;
+  }
   /* decode's split-K reduce and the stacked merge: slot 0's parts MB at a
    * time, their loads in flight together (a part at a time, below for
    * NARGS > 1, the reduce was 1-3% slower: tools/PERF.md, session 34) */
@@ -191,7 +220,6 @@ __kernel void clattn_merge(int M, int H, int D, int nslots, int n0, long po_spli
   FOR_SLOTS(WEIGHT)
 #undef WEIGHT
   const float inv = merge_inv(l);
-  const long oo = o_off + out_b * ob + out_m * om + h * oh;
   for (int d = get_local_id(0) * VEC; d < D; d += get_local_size(0) * VEC) {
     vfloat acc = 0.0f;
 #if NARGS == 1

@@ -9,6 +9,9 @@
 #   commit ab0bc4a; removed after this call: no gain, tools/PERF.md session 37), then
 #   tools/sweeps/session37.txt (that ring against the plan's forms; B=1 decode's blocks in flight);
 # rrab2: tools/sweeps/session37b.txt (dk/dv's ring with the keys' fragments in registers at D = 64);
+# merge: the split-K merge in one round of loads (tools/sweeps/session37c.txt, with
+#   tools/exp/cl_old, carried: HEAD's cl/ before it), after the CLI's checks;
+# mlast: where the one-launch merge's time goes (tools/sweeps/session37d.txt, tools/exp/cl_ml carried);
 # tune / ptune: `clattn tune --family decode`, native / portable (tools/gpu_session33.sh).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -19,6 +22,7 @@ printf 'rerope_bwd_qring=3\nrerope_bwd_block_m=16\n' > /tmp/qr3bm16.txt
 printf 'decode_mma_small_blocks=3\n' > /tmp/sb3.txt; printf 'decode_mma_small_blocks=4\n' > /tmp/sb4.txt
 printf 'rerope_bwd_qring=2\n' > /tmp/qr2.txt; printf 'rerope_bwd_qring=2\nrerope_bwd_block_m=16\n' > /tmp/qr2bm16.txt
 printf 'rerope_bwd_qring=2\nrerope_wgmma_maxnreg=0\n' > /tmp/qr2cap0.txt
+printf 'decode_merge_last=0\n' > /tmp/ml0.txt; printf 'decode_merge_last=16\n' > /tmp/ml16.txt
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 C=./build-gpubin/new/clattn
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee $OUT/gpu.txt
@@ -62,6 +66,16 @@ if part rrab2; then
   done 2>&1 | tee $OUT/rrcheck2.txt
   OUT=$OUT/ab2 REPEAT=${REPEAT:-5} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session37b.txt
 fi
+if part merge; then
+  C=$C bash tools/gpu_checks.sh <<'SHAPES'
+CLATTN_X=0 --batch 1 --ctx 16384 --lse
+CLATTN_X=0 --batch 1 --ctx 16384 --splits 3 --q-len 2 --causal
+CLATTN_TUNING_FILE=/tmp/ml0.txt --batch 2 --ctx 4096 --varlen --lse
+CLATTN_X=0 --batch 1 --ctx 4096 --splits 40
+SHAPES
+  OUT=$OUT/ab3 REPEAT=${REPEAT:-20} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session37c.txt
+fi 2>&1 | tee $OUT/merge.txt
+part mlast && OUT=$OUT/ab4 REPEAT=${REPEAT:-20} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session37d.txt
 for p in tune ptune; do
   part $p && OUT=$OUT bash tools/gpu_session33.sh $p
 done
