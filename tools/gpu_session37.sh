@@ -12,6 +12,8 @@
 # merge: the split-K merge in one round of loads (tools/sweeps/session37c.txt, with
 #   tools/exp/cl_old, carried: HEAD's cl/ before it), after the CLI's checks;
 # mlast: where the one-launch merge's time goes (tools/sweeps/session37d.txt, tools/exp/cl_ml carried);
+# tmax: the one-launch merge's tickets raised by atom_max first (MERGE_LAST=2): the driver's
+#   int64 atomics, the CLI's checks, the tests' one-launch cases natively, tools/sweeps/session37e.txt;
 # tune / ptune: `clattn tune --family decode`, native / portable (tools/gpu_session33.sh).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -75,7 +77,18 @@ CLATTN_X=0 --batch 1 --ctx 4096 --splits 40
 SHAPES
   OUT=$OUT/ab3 REPEAT=${REPEAT:-20} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session37c.txt
 fi 2>&1 | tee $OUT/merge.txt
+part mlast && strings /usr/local/nvidia/lib64/libnvidia-opencl.so.1 | grep -o 'cl_khr_int64_[a-z_]*' | sort -u | tee $OUT/int64.txt
 part mlast && OUT=$OUT/ab4 REPEAT=${REPEAT:-20} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session37d.txt
+if part tmax; then
+  strings /usr/local/nvidia/lib64/libnvidia-opencl.so.1 | grep -o 'cl_khr_int64_[a-z_]*' | sort -u | tr '\n' ' '; echo
+  C=$C bash tools/gpu_checks.sh <<'SHAPES'
+CLATTN_TUNING_FILE=/tmp/ml16.txt --batch 1 --ctx 16384 --lse
+CLATTN_X=0 --batch 4 --ctx 8192 --q-len 3 --causal --lse
+CLATTN_X=0 --batch 3 --ctx 5000 --varlen --paged
+SHAPES
+  CLATTN_TEST_ONLY="one-launch" timeout 60 ./build-gpubin/new/test_decode 2>&1 | grep -E "FAIL|asserts"
+  OUT=$OUT/ab5 REPEAT=${REPEAT:-20} timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session37e.txt
+fi 2>&1 | tee $OUT/tmax.txt
 for p in tune ptune; do
   part $p && OUT=$OUT bash tools/gpu_session33.sh $p
 done
