@@ -185,7 +185,9 @@ clattn_status clattn_device_profile_query(cl_device_id d, clattn_device_profile 
   p->has_f32_denormals = clGetDeviceInfo(d, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp32, &fp32, NULL) == CL_SUCCESS &&
                          (fp32 & CL_FP_DENORM) != 0;
   p->has_subgroups = strstr(ext, "cl_khr_subgroups") != NULL;
-  p->has_int64_atomics = strstr(ext, "cl_khr_int64_base_atomics") != NULL;
+  p->has_int64_atomics = strstr(ext, "cl_khr_int64_base_atomics") == NULL         ? 0
+                         : strstr(ext, "cl_khr_int64_extended_atomics") == NULL ? 1
+                                                                                : 2;
   classify(p, d, ext);
   free(ext);
   return CLATTN_SUCCESS;

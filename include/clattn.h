@@ -194,7 +194,8 @@ typedef struct clattn_device_profile {
   int has_fp16, has_fp64, has_subgroups;
   int has_nv_ptx;           /* inline PTX usable (NVIDIA) */
   int has_amd_builtins;     /* AMD GCN/CDNA/RDNA builtins usable */
-  int has_int64_atomics;    /* cl_khr_int64_base_atomics (decode's one-launch merge) */
+  int has_int64_atomics;    /* 1: cl_khr_int64_base_atomics (decode's one-launch merge); 2: also
+                               cl_khr_int64_extended_atomics (its tickets' atom_max) */
   int has_cpu_prefetch;     /* __builtin_prefetch in kernels (PoCL's CPU device: clang, flat memory) */
   int has_f32_denormals;    /* f32 denormals kept (CL_FP_DENORM): fp8 decoded by one multiply */
 } clattn_device_profile;

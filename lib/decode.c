@@ -435,6 +435,8 @@ const char *clattn_decode_kernels(clattn_context *ctx, const clattn_decode_param
     snprintf(text, sizeof text, "%s%s, 1 split: one launch", form, emu);
   else
     snprintf(text, sizeof text, "%s%s, %d %s: %s", form, emu, pl.S, pl.stream ? "parts of equal spans" : "splits",
-             pl.merge_last ? "one launch (the last work-group merges)" : "two launches (partials, merge)");
+             pl.merge_last > 1 ? "one launch (the last work-group merges; tickets by atom_max)"
+             : pl.merge_last   ? "one launch (the last work-group merges)"
+                               : "two launches (partials, merge)");
   return text;
 }

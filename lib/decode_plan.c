@@ -394,8 +394,10 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
    * few (the tuning's most: one work-group's merge of many splits costs more
    * than a merge kernel), the last of a row block's work-groups merges them.
    * Token rows' groups span several heads: two launches. */
-  pl->merge_last = pl->S > 1 && pl->S <= t->decode_merge_last && ctx->profile.has_int64_atomics &&
-                   !pl->tokens && !pl->serial;
+  pl->merge_last = pl->S > 1 && pl->S <= t->decode_merge_last && !pl->tokens && !pl->serial
+                       ? (ctx->profile.has_int64_atomics > 1 && t->decode_merge_last_max ? 2 /* atom_max */
+                                                                                          : ctx->profile.has_int64_atomics > 0)
+                       : 0;
   if (pl->S > 1) {
     /* partials: o [S, B, Mq, Hq, D] then lse [S, B, Hq, Mq], f32; one launch:
      * then a ticket (u64) per (sequence, row block of a KV head), from the
@@ -598,7 +600,7 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
   }
   for (int f = 0; f < 3; f++) { /* the one-launch merge: portable (varlen), tensor cores f16 and int4 */
     plan pl = base;
-    pl.merge_last = true;
+    pl.merge_last = f == 1 ? 2 : 1; /* (the tensor-core f16 one with the tickets' atom_max) */
     pl.pr.varlen = f == 0;
     pl.mma = pl.emulate = pl.aligned = f > 0;
     pl.RB = f > 0 ? 8 : pl.RB;

@@ -24,7 +24,8 @@ typedef struct plan {
   bool rows32;       /* 16 rows of K, V (and their scale-shift words) span < 2^31 elements */
   bool stream;       /* token rows: spans of chunk keys over all (sequence, row block) pairs' blocks */
   int64_t blocks, P; /* stream: those 16-key blocks, spans (a work-group per span and head group) */
-  bool merge_last;   /* splits merged in the partial kernel by each row block's last work-group */
+  int merge_last;    /* splits merged in the partial kernel by each row block's last work-group
+                        (1; 2: its tickets raised to the call's tag by atom_max first) */
   bool small;        /* tensor cores, float K/V, a grid of few groups: wider groups, one per unit */
   bool serial;       /* the serial form (cl/decode_serial.clh): a work-item per group, every KV head */
   size_t part_o_elems, lse_offset_bytes, ticket_offset_bytes, ws_bytes;

@@ -152,7 +152,8 @@ static size_t compile_all(const char *clang, const char *cpu, int simd, bool opt
     const char *amd[] = {"-nogpulib", "-target", "amdgcn-amd-amdhsa", mcpu, "-DCLATTN_AMD=1", "-DCLATTN_F32_DENORM=1",
                          simd_def, "-DCLATTN_NV_PTX=0", optimize ? "-O2" : "-O0"};
     const char *nvptx[] = {"-target", "nvptx64-nvidia-nvcl", "-Xclang", "-target-cpu", "-Xclang", "sm_90",
-                           "-Xclang", "-cl-ext=+cl_khr_int64_base_atomics", "-Dasm=__asm__",
+                           "-Xclang", "-cl-ext=+cl_khr_int64_base_atomics", "-Xclang",
+                           "-cl-ext=+cl_khr_int64_extended_atomics", "-Dasm=__asm__",
                            "-DCLATTN_AMD=0", "-DCLATTN_SIMD=32", "-DCLATTN_NV_PTX=1", "-DCLATTN_NV_SM=90",
                            "-DCLATTN_NV_WGMMA=1", "-fsyntax-only"};
     const char **own = nv ? nvptx : amd;

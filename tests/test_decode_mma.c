@@ -93,7 +93,7 @@ static void test_merge_last(void) {
   static const int32_t lens[] = {0, 1, 200, 300};
   static const int32_t counts[] = {2, 0, 1, 3};
   static const int splits[] = {2, 9, 100, 0, 5, 7, 3};
-  const int most = fx.ctx->tuning.decode_merge_last;
+  const int most = fx.ctx->tuning.decode_merge_last, with_max = fx.ctx->tuning.decode_merge_last_max;
   fx.ctx->tuning.decode_merge_last = 4096; /* any split count the scratch holds */
   for (int path = 1; path <= 2; path++) {
     clattn_force_path(path);
@@ -107,6 +107,10 @@ static void test_merge_last(void) {
       c.Nkv = 300;
       c.splits = splits[i];
       c.kernels = c.splits ? "one launch" : NULL;
+      /* the tickets raised by atom_max first in every other case (both forms,
+       * the junk workspace's first run on its compare-exchange loop) */
+      fx.ctx->tuning.decode_merge_last_max = i % 2;
+      if (i % 2 && c.splits && fx.ctx->profile.has_int64_atomics > 1) c.kernels = "tickets by atom_max";
       if (i == 3) { /* auto split count, lengths 0 and 1 */
         c.B = 4;
         c.kv_len = lens;
@@ -144,6 +148,7 @@ static void test_merge_last(void) {
     fx.ctx->tuning.decode_merge_last = 4096;
   }
   fx.ctx->tuning.decode_merge_last = most;
+  fx.ctx->tuning.decode_merge_last_max = with_max;
   clattn_force_path(0);
 }
 

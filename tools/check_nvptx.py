@@ -28,6 +28,7 @@ void OV mem_fence(cl_mem_fence_flags f) { __nvvm_membar_gl(); }
 int OV isnan(float x) { return x != x; }
 ulong OV atom_cmpxchg(volatile __global ulong *p, ulong c, ulong v) { ulong o = *p; if (o == c) *p = v; return o; } /* shape only: not atomic */
 ulong OV atom_add(volatile __global ulong *p, ulong v) { ulong o = *p; *p = o + v; return o; } /* shape only: not atomic */
+ulong OV atom_max(volatile __global ulong *p, ulong v) { ulong o = *p; if (v > o) *p = v; return o; } /* shape only: not atomic */
 float OV native_exp2(float x) { return __nvvm_ex2_approx_f(x); }
 float OV exp2(float x) { return __nvvm_ex2_approx_f(x); }
 float OV exp(float x) { return __nvvm_ex2_approx_f(x * 1.4426950408889634f); }
@@ -96,6 +97,7 @@ def main():
         base = ['clang-16', '-x', 'cl', '-cl-std=CL1.2', '-target', 'nvptx64-nvidia-nvcl',
                 '-Xclang', '-target-cpu', '-Xclang', a.arch, '-Xclang', '-finclude-default-header',
                 '-Xclang', '-cl-ext=+cl_khr_int64_base_atomics',  # NVIDIA's driver has them
+                '-Xclang', '-cl-ext=+cl_khr_int64_extended_atomics',  # MERGE_LAST=2's atom_max (where reported)
                 '-Dasm=__asm__', '-O3', '-emit-llvm', '-c']
         feat = '-DCLATTN_NV_PTX=1 -DCLATTN_AMD=0 -DCLATTN_SIMD=32 -DCLATTN_FP64=1'.split()
         run(base + a.options.split() + feat + [src, '-o', os.path.join(tmp, 'k.bc')])

@@ -83,6 +83,7 @@ static const knob decode_knobs[] = {
     {"decode_min_keys_per_split", 5, {64, 128, 256, 512, 1024}, NULL},
     {"decode_max_splits", 4, {32, 64, 128, 256}, NULL},
     {"decode_merge_last", 3, {0, 8, 16}, NULL},
+    {"decode_merge_last_max", 2, {0, 1}, "the last work-group merges"},
     {"decode_mma_wg", 3, {64, 128, 256}, TC},
     {"decode_mma_blocks", 2, {0, 2}, TC},
     {"decode_mma_small_wg", 3, {0, 128, 256}, TC},
