@@ -12,8 +12,9 @@
 # merge: the split-K merge in one round of loads (tools/sweeps/session37c.txt, with
 #   tools/exp/cl_old, carried: HEAD's cl/ before it), after the CLI's checks;
 # mlast: where the one-launch merge's time goes (tools/sweeps/session37d.txt, tools/exp/cl_ml carried);
-# tmax: the one-launch merge's tickets raised by atom_max first (MERGE_LAST=2): the driver's
-#   int64 atomics, the CLI's checks, the tests' one-launch cases natively, tools/sweeps/session37e.txt;
+# tmax (not run in session 37: no device time left): the one-launch merge's tickets raised by
+#   atom_max first (decode_merge_last_max=1): the driver's int64 atomics, the CLI's checks, the
+#   tests' one-launch cases natively (every other one with atom_max), tools/sweeps/session37e.txt;
 # tune / ptune: `clattn tune --family decode`, native / portable (tools/gpu_session33.sh).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -25,6 +26,7 @@ printf 'decode_mma_small_blocks=3\n' > /tmp/sb3.txt; printf 'decode_mma_small_bl
 printf 'rerope_bwd_qring=2\n' > /tmp/qr2.txt; printf 'rerope_bwd_qring=2\nrerope_bwd_block_m=16\n' > /tmp/qr2bm16.txt
 printf 'rerope_bwd_qring=2\nrerope_wgmma_maxnreg=0\n' > /tmp/qr2cap0.txt
 printf 'decode_merge_last=0\n' > /tmp/ml0.txt; printf 'decode_merge_last=16\n' > /tmp/ml16.txt
+printf 'decode_merge_last=16\ndecode_merge_last_max=1\n' > /tmp/ml16max.txt; printf 'decode_merge_last_max=1\n' > /tmp/max1.txt
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 C=./build-gpubin/new/clattn
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee $OUT/gpu.txt
@@ -77,14 +79,18 @@ CLATTN_X=0 --batch 1 --ctx 4096 --splits 40
 SHAPES
   OUT=$OUT/ab3 REPEAT=${REPEAT:-20} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session37c.txt
 fi 2>&1 | tee $OUT/merge.txt
+if part mlast && [ ! -d tools/exp/cl_ml ]; then # 81b8fb6's cl/ with the experiment macros
+  mkdir -p tools/exp/cl_ml && git archive 81b8fb6 cl | tar -x -C tools/exp/cl_ml --strip-components=1 &&
+    patch -d tools/exp/cl_ml -p1 < tools/sweeps/session37d.patch
+fi
 part mlast && strings /usr/local/nvidia/lib64/libnvidia-opencl.so.1 | grep -o 'cl_khr_int64_[a-z_]*' | sort -u | tee $OUT/int64.txt
 part mlast && OUT=$OUT/ab4 REPEAT=${REPEAT:-20} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session37d.txt
 if part tmax; then
   strings /usr/local/nvidia/lib64/libnvidia-opencl.so.1 | grep -o 'cl_khr_int64_[a-z_]*' | sort -u | tr '\n' ' '; echo
   C=$C bash tools/gpu_checks.sh <<'SHAPES'
-CLATTN_TUNING_FILE=/tmp/ml16.txt --batch 1 --ctx 16384 --lse
-CLATTN_X=0 --batch 4 --ctx 8192 --q-len 3 --causal --lse
-CLATTN_X=0 --batch 3 --ctx 5000 --varlen --paged
+CLATTN_TUNING_FILE=/tmp/ml16max.txt --batch 1 --ctx 16384 --lse
+CLATTN_TUNING_FILE=/tmp/max1.txt --batch 4 --ctx 8192 --q-len 3 --causal --lse
+CLATTN_TUNING_FILE=/tmp/max1.txt --batch 3 --ctx 5000 --varlen --paged
 SHAPES
   CLATTN_TEST_ONLY="one-launch" timeout 60 ./build-gpubin/new/test_decode 2>&1 | grep -E "FAIL|asserts"
   OUT=$OUT/ab5 REPEAT=${REPEAT:-20} timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session37e.txt
