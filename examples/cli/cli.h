@@ -45,30 +45,27 @@ double cli_median(double *v, int n);
 void cli_progress(const char *label, int i, int n);
 void cli_progress_done(void);
 
-/* One timed repetition: held when `gated` (so host overhead stays out; not
- * for operations that block the host) behind a kernel that spins on the
+/* Timed runs of fn, `warmup` then `repeat` of them, with a progress line
+ * (label, also naming a failure). Each is held when `gated` (so host
+ * overhead stays out; not for operations that block the host) behind a
+ * kernel that spins on the
  * device for about a millisecond while the rest is enqueued (with
  * CLATTN_CLI_HOLD=event behind a user event instead, as before: NVIDIA's
  * driver then kept the commands until the event completed, and an empty
  * kernel took 12.6 us from the end of the one before to its own end against
  * 4.4 us from the device's queue; H100, tools/launch_floor.c, tools/PERF.md
  * session 36), a write over `flush`
- * (flush_n words) to evict the cache, a tick kernel, then fn; returns the ms
- * from the tick's end to the end of fn's event, NaN on error; *last_ms (when
- * not NULL) gets that event's own START to END (of the whole operation where
- * it is one kernel: no launch gap). */
+ * (flush_n words; NULL: none) to evict the cache, a tick kernel, then fn.
+ * Returns the median ms from the tick's end to the end of fn's event, NaN on
+ * error; *last_median (when not NULL) gets the median of that event's own
+ * START to END (of the whole operation where it is one kernel: no launch gap). */
 typedef clattn_status (*cli_enqueue_fn)(void *priv, cl_event *done);
-/* A buffer twice the device's cache (8 MiB .. 512 MiB) for cli_time_once's
- * flush; *words gets its size in 4-byte words. NULL after printing an error. */
-cl_mem cli_flush_buffer(cli_env *env, size_t *words);
-double cli_time_once(cli_env *env, cl_mem flush, size_t flush_n, int it, bool gated,
-                     cli_enqueue_fn fn, void *priv, double *last_ms);
-/* cli_time_once over `warmup` then `repeat` runs with a progress line
- * (label): the median ms, NaN on error; *last_median (when not NULL) the
- * median of the runs' last_ms. */
 double cli_time_median(cli_env *env, cl_mem flush, size_t flush_n, int warmup, int repeat,
                        bool gated, cli_enqueue_fn fn, void *priv, const char *label,
                        double *last_median);
+/* A buffer twice the device's cache (8 MiB .. 512 MiB) for cli_time_median's
+ * flush; *words gets its size in 4-byte words. NULL after printing an error. */
+cl_mem cli_flush_buffer(cli_env *env, size_t *words);
 
 /* Prints "clattn: <what>: <status>: <message>" to stderr; returns 1. */
 int cli_fail(const char *what, clattn_status s);

@@ -494,8 +494,9 @@ bool cli_spin(cli_env *env) {
   return err == CL_SUCCESS;
 }
 
-double cli_time_once(cli_env *env, cl_mem flush, size_t flush_n, int it, bool gated,
-                     cli_enqueue_fn fn, void *priv, double *last_ms) {
+/* One run of cli_time_median (repetition `it`): its ms, *last_ms its own. */
+static double time_once(cli_env *env, cl_mem flush, size_t flush_n, int it, bool gated,
+                        cli_enqueue_fn fn, void *priv, const char *label, double *last_ms) {
   cl_int err = CL_SUCCESS;
   const char *hold = getenv("CLATTN_CLI_HOLD");
   const bool by_event = gated && hold && strcmp(hold, "event") == 0;
@@ -514,7 +515,7 @@ double cli_time_once(cli_env *env, cl_mem flush, size_t flush_n, int it, bool ga
   clattn_status s = CLATTN_SUCCESS;
   if (ok) {
     s = fn(priv, &done);
-    if (s != CLATTN_SUCCESS) cli_fail("timed run", s);
+    if (s != CLATTN_SUCCESS) cli_fail(label, s);
   }
   if (gate) clSetUserEventStatus(gate, CL_COMPLETE);
   clFinish(env->queue);
@@ -540,7 +541,7 @@ double cli_time_median(cli_env *env, cl_mem flush, size_t flush_n, int warmup, i
   int got = 0;
   for (int i = 0; i < warmup + repeat; i++) {
     double own = NAN;
-    const double ms = cli_time_once(env, flush, flush_n, i, gated, fn, priv, &own);
+    const double ms = time_once(env, flush, flush_n, i, gated, fn, priv, label, &own);
     if (isnan(ms)) {
       got = 0;
       break;

@@ -5,7 +5,7 @@
  * the CPU), and reports the median kernel time and the K/V bandwidth.
  *
  * Timing: each repetition enqueues, behind a kernel that spins on the
- * device for about a millisecond (cli_time_once), an L2 flush (a write over
+ * device for about a millisecond (cli_time_median), an L2 flush (a write over
  * twice the device cache), a no-op "tick" kernel, then the decode; all are
  * queued before the spin ends, so the device runs them back to back from its
  * queue with no host gap. The time is END(last decode kernel) - END(tick):
