@@ -15,6 +15,8 @@
 # tmax (not run in session 37: no device time left): the one-launch merge's tickets raised by
 #   atom_max first (decode_merge_last_max=1): the driver's int64 atomics, the CLI's checks, the
 #   tests' one-launch cases natively (every other one with atom_max), tools/sweeps/session37e.txt;
+# dvovl (prepared, not run): dk/dv's dv chain left running while dS forms (tools/sweeps/session37f.txt,
+#   the checks first; tools/exp/cl_dv from tools/sweeps/session37f.patch);
 # tune / ptune: `clattn tune --family decode`, native / portable (tools/gpu_session33.sh).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -95,6 +97,18 @@ SHAPES
   CLATTN_TEST_ONLY="one-launch" timeout 60 ./build-gpubin/new/test_decode 2>&1 | grep -E "FAIL|asserts"
   OUT=$OUT/ab5 REPEAT=${REPEAT:-20} timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session37e.txt
 fi 2>&1 | tee $OUT/tmax.txt
+if part dvovl; then # prepared, not run in session 37
+  if [ ! -d tools/exp/cl_dv ]; then
+    mkdir -p tools/exp/cl_dv && git archive 16c88e3 cl | tar -x -C tools/exp/cl_dv --strip-components=1 &&
+      patch -d tools/exp/cl_dv -p1 < tools/sweeps/session37f.patch
+  fi
+  for a in "--head-dim 64 --causal" "--head-dim 64 --kv-heads 2" "--head-dim 48 --causal --dtype bf16"; do
+    echo "== dvovl $a: $(CLATTN_KERNEL_DIR=$PWD/tools/exp/cl_dv CLATTN_BUILD_OPTIONS=-DEXP_DVOVL=1 timeout 120 \
+      $C run rerope --heads 4 --n 700 --window 300 --backward --repeat 1 $a 2>&1 |
+      grep -E 'kernels|FAIL|rror|check dq1' | tr '\n' ' ')"
+  done 2>&1 | tee $OUT/dvcheck.txt
+  OUT=$OUT/ab6 REPEAT=${REPEAT:-5} timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session37f.txt
+fi
 for p in tune ptune; do
   part $p && OUT=$OUT bash tools/gpu_session33.sh $p
 done
