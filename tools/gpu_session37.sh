@@ -1,4 +1,4 @@
-# Session 37's GPU calls: `bash tools/gpu_session37.sh [floor|torch|check|rr|tune|ptune]...`
+# Session 37's GPU calls: `bash tools/gpu_session37.sh [floor|torch|check|rr|rrab|rrab2|merge|mlast|tmax|dvovl|tune|ptune]...`
 # (default: floor torch check rr; IF_H200="parts" adds those parts where the GPU is an H200).
 # floor: tools/launch_floor.c (empty kernels held by a user event or behind a spinning kernel);
 # torch: issue #20's table (tools/decode_vs_torch.py), the CLI's new hold, 8-warp padded groups;
