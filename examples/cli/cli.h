@@ -48,14 +48,13 @@ void cli_progress_done(void);
 /* Timed runs of fn, `warmup` then `repeat` of them, with a progress line
  * (label, also naming a failure). Each is held when `gated` (so host
  * overhead stays out; not for operations that block the host) behind a
- * kernel that spins on the
- * device for about a millisecond while the rest is enqueued (with
- * CLATTN_CLI_HOLD=event behind a user event instead, as before: NVIDIA's
- * driver then kept the commands until the event completed, and an empty
- * kernel took 12.6 us from the end of the one before to its own end against
- * 4.4 us from the device's queue; H100, tools/launch_floor.c, tools/PERF.md
- * session 36), a write over `flush`
- * (flush_n words; NULL: none) to evict the cache, a tick kernel, then fn.
+ * kernel that spins on the device for about a millisecond while the rest is
+ * enqueued (with CLATTN_CLI_HOLD=event behind a user event instead, as
+ * before: NVIDIA's driver then kept the commands until the event completed,
+ * and an empty kernel took 12.6 us from the end of the one before to its own
+ * end against 4.4 us from the device's queue; H100, tools/launch_floor.c,
+ * tools/PERF.md session 36), a write over `flush` (flush_n words; NULL:
+ * none) to evict the cache, a tick kernel, then fn.
  * Returns the median ms from the tick's end to the end of fn's event, NaN on
  * error; *last_median (when not NULL) gets the median of that event's own
  * START to END (of the whole operation where it is one kernel: no launch gap). */
@@ -85,9 +84,6 @@ bool cli_fill_quant(cli_env *env, cl_mem buf, clattn_dtype dt, int groups, int d
 bool cli_fill_scale_shift(cli_env *env, cl_mem buf, size_t n, uint64_t seed);
 /* Enqueues a no-op kernel; its end timestamp opens a timed region (see decode.c). */
 bool cli_tick(cli_env *env, cl_event *e);
-/* Holds the queue for about a millisecond: a kernel spinning on the device
- * (the commands enqueued meanwhile then run back to back from its queue). */
-bool cli_spin(cli_env *env);
 /* A buffer of `bytes` (printing the error and returning NULL on failure). */
 cl_mem cli_buffer(cli_env *env, size_t bytes, const char *what);
 

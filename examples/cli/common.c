@@ -481,7 +481,9 @@ bool cli_tick(cli_env *env, cl_event *e) {
   return true;
 }
 
-bool cli_spin(cli_env *env) {
+/* Holds the queue for about a millisecond: a kernel spinning on the device
+ * (the commands enqueued meanwhile then run back to back from its queue). */
+static bool cli_spin(cli_env *env) {
   cl_kernel k = fill_kernel(env, "cli_spin");
   if (!k) return false;
   cl_mem none = NULL;
@@ -494,12 +496,12 @@ bool cli_spin(cli_env *env) {
   return err == CL_SUCCESS;
 }
 
-/* One run of cli_time_median (repetition `it`): its ms, *last_ms its own. */
+/* One run of cli_time_median (repetition `it`): its ms, *last_ms its own;
+ * by_event: held by a user event, not the spinning kernel (with gated). */
 static double time_once(cli_env *env, cl_mem flush, size_t flush_n, int it, bool gated,
-                        cli_enqueue_fn fn, void *priv, const char *label, double *last_ms) {
+                        bool by_event, cli_enqueue_fn fn, void *priv, const char *label,
+                        double *last_ms) {
   cl_int err = CL_SUCCESS;
-  const char *hold = getenv("CLATTN_CLI_HOLD");
-  const bool by_event = gated && hold && strcmp(hold, "event") == 0;
   cl_event gate = by_event ? clCreateUserEvent(clattn_context_cl(env->ctx), &err) : NULL;
   if (err != CL_SUCCESS) return NAN;
   cl_event tick = NULL, done = NULL;
@@ -538,10 +540,12 @@ double cli_time_median(cli_env *env, cl_mem flush, size_t flush_n, int warmup, i
   double *v = repeat > 0 ? malloc(sizeof(double) * 2 * (size_t)repeat) : NULL;
   if (!v) return NAN;
   double *last = v + repeat;
+  const char *hold = getenv("CLATTN_CLI_HOLD");
+  const bool by_event = gated && hold && strcmp(hold, "event") == 0;
   int got = 0;
   for (int i = 0; i < warmup + repeat; i++) {
     double own = NAN;
-    const double ms = time_once(env, flush, flush_n, i, gated, fn, priv, label, &own);
+    const double ms = time_once(env, flush, flush_n, i, gated, by_event, fn, priv, label, &own);
     if (isnan(ms)) {
       got = 0;
       break;

@@ -11,7 +11,7 @@
  * the reference computes alone. The backward is only checked in full.
  *
  * Timing: each repetition enqueues, behind a kernel spinning on the device
- * (cli_spin: all is queued before the device reaches the tick), a no-op
+ * (cli_time_median: all is queued before the device reaches the tick), a no-op
  * "tick" kernel then the operation; the time is END(its last kernel) -
  * END(tick), so the backward's kernels and the gaps between them count. */
 #include "cli.h"
