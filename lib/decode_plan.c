@@ -394,10 +394,9 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
    * few (the tuning's most: one work-group's merge of many splits costs more
    * than a merge kernel), the last of a row block's work-groups merges them.
    * Token rows' groups span several heads: two launches. */
-  pl->merge_last = pl->S > 1 && pl->S <= t->decode_merge_last && !pl->tokens && !pl->serial
-                       ? (ctx->profile.has_int64_atomics > 1 && t->decode_merge_last_max ? 2 /* atom_max */
-                                                                                          : ctx->profile.has_int64_atomics > 0)
-                       : 0;
+  const int atomics = ctx->profile.has_int64_atomics; /* 2: with atom_max */
+  const bool one_launch = pl->S > 1 && pl->S <= t->decode_merge_last && atomics && !pl->tokens && !pl->serial;
+  pl->merge_last = !one_launch ? 0 : atomics > 1 && t->decode_merge_last_max ? 2 : 1;
   if (pl->S > 1) {
     /* partials: o [S, B, Mq, Hq, D] then lse [S, B, Hq, Mq], f32; one launch:
      * then a ticket (u64) per (sequence, row block of a KV head), from the
