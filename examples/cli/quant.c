@@ -48,31 +48,25 @@ static clattn_status do_dequantize(run *r, cl_event *e) {
   return clattn_kv_dequantize(r->env.ctx, r->env.queue, &r->d, 0, NULL, e);
 }
 
-/* Median kernel time (ms) of `repeat` runs after `warmup`; NAN on failure. */
+typedef struct op_call {
+  run *r;
+  op_fn op;
+} op_call;
+
+static clattn_status call_op(void *priv, cl_event *done) {
+  const op_call *c = priv;
+  return c->op(c->r, done);
+}
+
+/* Median kernel time (ms: the event's own START..END) of `repeat` runs
+ * after `warmup`, through cli_time_median unheld and unflushed; NAN on
+ * failure. */
 static double time_op(run *r, op_fn op, const char *label) {
-  const int total = r->o.warmup + r->o.repeat;
-  double *v = malloc(sizeof(double) * (size_t)r->o.repeat);
-  if (!v) return NAN;
-  int got = 0;
-  for (int i = 0; i < total; i++) {
-    cl_event e = NULL;
-    clattn_status s = op(r, &e);
-    if (s != CLATTN_SUCCESS) {
-      cli_fail(label, s);
-      free(v);
-      cli_progress_done();
-      return NAN;
-    }
-    clWaitForEvents(1, &e);
-    const double ms = cli_event_ms(e);
-    clReleaseEvent(e);
-    if (i >= r->o.warmup) v[got++] = ms;
-    cli_progress(label, i + 1, total);
-  }
-  cli_progress_done();
-  const double m = cli_median(v, got);
-  free(v);
-  return m;
+  op_call c = {r, op};
+  double own = NAN;
+  const double ms = cli_time_median(&r->env, NULL, 0, r->o.warmup, r->o.repeat, false, call_op, &c,
+                                    label, &own);
+  return isnan(ms) ? NAN : own;
 }
 
 /* ------------------------------------------------------------------ check */
