@@ -33,8 +33,8 @@ typedef struct row {
  * through the shift, 2, level: cl/decode.cl kq_row_words). */
 #define GPU_COMMON                                                                          \
   .decode_splits_per_cu = 2, .decode_min_keys_per_split = 256, .decode_max_splits = 128,    \
-  .merge_wg = 128, .quant_wg = 256, .decode_merge_last = 8, .decode_kq_wide = 1
-#define GPU_PORTABLE .decode_wg = 128, GPU_COMMON
+  .merge_wg = 128, .quant_wg = 256, .decode_kq_wide = 1
+#define GPU_PORTABLE .decode_wg = 128, GPU_COMMON, .decode_merge_last = 8
 
 /* Hopper / Ampere (H200 measurements, tools/PERF.md). Decode takes the
  * tensor-core form (f16/bf16 q, D % 64 == 0) with 2 groups per SM as the
@@ -75,11 +75,17 @@ typedef struct row {
  * on every GPU row (B=1 ctx=4096, 8 splits: 38.4 against 37.5 us of device
  * time, 23.8 against 52.7 us per call back to back; one work-group's merge
  * of many splits is slower than the merge kernel: 128 splits 143 against
- * 80 us). CPUs keep the merge kernel (PoCL, 2 cores, B=2 ctx=8192, 8 splits:
+ * 80 us), up to 16 on NVIDIA's, whose driver has 64-bit atom_max: a row
+ * block's work-groups, arriving together, raise its ticket to the call's tag
+ * instead of queueing on a compare-exchange (H100, B=1 f16 D=128 Hkv=8, us,
+ * one launch of 16 against two: ctx=16384 43.5 / 46.2, 32768 65.9 / 68.5;
+ * ctx=4096, 8 splits, 18.5 against 21.1 with the loop alone; the loop
+ * alone at 16 splits 48.7). CPUs keep the merge kernel (PoCL, 2 cores, B=2 ctx=8192, 8 splits:
  * one launch 64.9 / 49.3 ms against 47.8 / 55.0 ms, no gain), as does the
  * generic row. */
 #define NVIDIA_MMA                                                                          \
-  .decode_wg = 256, GPU_COMMON, .decode_mma = 1, .decode_mma_wg = 128,                      \
+  .decode_wg = 256, GPU_COMMON, .decode_merge_last = 16, .decode_merge_last_max = 1,        \
+  .decode_mma = 1, .decode_mma_wg = 128,                                                    \
   .decode_mma_splits_per_cu = 2, .decode_mma_warps_per_cu = 16, .decode_mma_min_keys = 1024, \
   .decode_mma_int4_wg = 128, .decode_mma_int4_heads = 4,                                    \
   .decode_mma_int4_groups_per_cu = 4, .decode_mma_fp8_wg = 256, .decode_mma_small_wg = 256, \
