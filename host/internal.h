@@ -151,8 +151,8 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(decode_mma_whole_min_keys, 0, 1 << 20, 0, "whole token rows: fewest keys per span or split (0: decode_mma_min_keys)") \
   X(decode_mma_fp8_wg, 0, 1024, 1, "fp8 on tensor cores: work-items per group (0: decode_wg)")    \
   X(decode_mma_fp8_stages, 0, 6, 0, "fp8: a ring of this many blocks per warp (0: none)")         \
-  X(decode_merge_last, 0, 4096, 0, "most splits a row block's last work-group merges: one launch (0: never)") \
-  X(decode_merge_last_max, 0, 1, 0, "that merge's tickets first raised to the call's tag by a 64-bit atom_max (devices with cl_khr_int64_extended_atomics; 0: off, not yet timed)") \
+  X(decode_merge_last, 0, 4096, 0, "most splits times query rows (Mq) a row block's last work-group merges: one launch (0: never)") \
+  X(decode_merge_last_max, 0, 1, 0, "that merge's tickets first raised to the call's tag by a 64-bit atom_max (devices with cl_khr_int64_extended_atomics; 0: the compare-exchange loop alone)") \
   X(decode_mma_small_wg, 0, 256, 1, "tensor cores, float K/V, groups <= units / 8: work-items per group (0: off)") \
   X(decode_mma_small_blocks, 0, 4, 0, "that form's 16-key blocks in flight per warp where groups <= units / 8, at up to 8 x 128 accumulators a warp (0: decode_mma_blocks)") \
   X(decode_mma_small_short, 0, 1, 0, "that form also where short keys leave 4-warp groups short of the units, one group per unit") \

@@ -391,11 +391,14 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
   }
   if (!pl->mma && !pl->serial) plan_kq_wide(t, p, pl); /* the portable kernel's K loads */
   /* One launch where the device has the tickets' atomics and the splits are
-   * few (the tuning's most: one work-group's merge of many splits costs more
-   * than a merge kernel), the last of a row block's work-groups merges them.
-   * Token rows' groups span several heads: two launches. */
+   * few (the tuning's most, counted in splits times query rows: one
+   * work-group's merge of many splits costs more than a merge kernel; H100,
+   * B=1 ctx=16384, 16 splits: Mq = 1 43.5 us in one launch against 46.2 in
+   * two, Mq = 4 59.6 against 51.6), the last of a row block's work-groups
+   * merges them. Token rows' groups span several heads: two launches. */
   const int atomics = ctx->profile.has_int64_atomics; /* 2: with atom_max */
-  const bool one_launch = pl->S > 1 && pl->S <= t->decode_merge_last && atomics && !pl->tokens && !pl->serial;
+  const bool one_launch = pl->S > 1 && (int64_t)pl->S * pl->pr.Mq <= t->decode_merge_last && atomics &&
+                          !pl->tokens && !pl->serial;
   pl->merge_last = !one_launch ? 0 : atomics > 1 && t->decode_merge_last_max ? 2 : 1;
   if (pl->S > 1) {
     /* partials: o [S, B, Mq, Hq, D] then lse [S, B, Hq, Mq], f32; one launch:

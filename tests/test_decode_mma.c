@@ -145,6 +145,13 @@ static void test_merge_last(void) {
     fx.ctx->tuning.decode_merge_last = 8; /* more splits than the tuning's most */
     c.splits = 9;
     run_case(&c);
+    c.splits = 5; /* few splits, but with Mq = 2 more split rows than the most */
+    c.Mq = 2;
+    run_case(&c);
+    c.Mq = 1;
+    c.splits = 8; /* as many as the most */
+    c.kernels = "one launch";
+    run_case(&c);
     fx.ctx->tuning.decode_merge_last = 4096;
   }
   fx.ctx->tuning.decode_merge_last = most;
