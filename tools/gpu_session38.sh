@@ -2,6 +2,8 @@
 # ml: the NVIDIA rows' one-launch merge of up to 16 splits by atom_max tickets as default: the
 #   tests' one-launch and decode cases natively, the CLI's checks, tools/sweeps/session38b.txt,
 #   then issue #20's table (tools/decode_vs_torch.py);
+# ml2 (prepared, not run): the one-launch merge's loads in one round (tools/sweeps/session38c.txt,
+#   tools/exp/cl_ml2 = f1518d8's cl/ with tools/sweeps/session38c.patch), the CLI's checks first;
 # fexp: what the ReRoPE forward's exp2 costs and 2^x on the FMA pipe for part of P (the CLI's
 #   checks of each form natively, then tools/sweeps/session38a.txt; tools/exp/cl_fx is e60d272's
 #   cl/ with tools/sweeps/session38a.patch, made here where git and patch are at hand).
@@ -29,6 +31,18 @@ SHAPES
   PYTHONUNBUFFERED=1 timeout ${TORCH_S:-200} python3 tools/decode_vs_torch.py --clattn $C --repeat 20 2>&1 |
     tee $OUT/decode_vs_torch.txt
 fi 2>&1 | tee $OUT/ml.txt
+if part ml2; then
+  if [ ! -d tools/exp/cl_ml2 ]; then
+    mkdir -p tools/exp/cl_ml2 && git archive f1518d8 cl | tar -x -C tools/exp/cl_ml2 --strip-components=1 &&
+      patch -d tools/exp/cl_ml2 -p1 < tools/sweeps/session38c.patch
+  fi
+  for a in "--batch 1 --ctx 16384 --lse" "--batch 2 --ctx 16384 --q-len 2 --causal --dtype bf16" \
+           "--batch 3 --ctx 5000 --varlen --paged --lse" "--batch 1 --ctx 8192 --head-dim 80 --splits 11"; do
+    echo "== one16 $a: $(CLATTN_KERNEL_DIR=$PWD/tools/exp/cl_ml2 CLATTN_BUILD_OPTIONS="-DEXP_ONE=1 -DML_O=16" \
+      timeout 60 $C run decode --repeat 1 $a 2>&1 | grep -E '^kernel|check|rror' | tr '\n' ' ')"
+  done 2>&1 | tee $OUT/ml2check.txt
+  OUT=$OUT/ab9 REPEAT=${REPEAT:-20} timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session38c.txt
+fi
 if part fexp; then
   if [ ! -d tools/exp/cl_fx ]; then
     mkdir -p tools/exp/cl_fx && git archive e60d272 cl | tar -x -C tools/exp/cl_fx --strip-components=1 &&
