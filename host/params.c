@@ -80,9 +80,9 @@ typedef struct row {
  * instead of queueing on a compare-exchange (H100, B=1 f16 D=128 Hkv=8, us,
  * one launch of 16 against two: ctx=16384 43.5 / 46.2, 32768 65.9 / 68.5;
  * ctx=4096, 8 splits, 18.5 against 21.1 with the loop alone; the loop
- * alone at 16 splits 48.7). CPUs keep the merge kernel (PoCL, 2 cores, B=2 ctx=8192, 8 splits:
- * one launch 64.9 / 49.3 ms against 47.8 / 55.0 ms, no gain), as does the
- * generic row. */
+ * alone at 16 splits 48.7; the limit counts splits times query rows). CPUs
+ * keep the merge kernel (PoCL, 2 cores, B=2 ctx=8192, 8 splits: one launch
+ * 64.9 / 49.3 ms against 47.8 / 55.0 ms, no gain), as does the generic row. */
 #define NVIDIA_MMA                                                                          \
   .decode_wg = 256, GPU_COMMON, .decode_merge_last = 16, .decode_merge_last_max = 1,        \
   .decode_mma = 1, .decode_mma_wg = 128,                                                    \
