@@ -1,4 +1,4 @@
-# Session 38's GPU calls: `bash tools/gpu_session38.sh [fexp]...` (other parts: tools/gpu_session37.sh).
+# Session 38's GPU calls: `bash tools/gpu_session38.sh [ml|ml2|fexp]...` (default: ml ml2) (other parts: tools/gpu_session37.sh).
 # ml: the NVIDIA rows' one-launch merge of up to 16 splits by atom_max tickets as default: the
 #   tests' one-launch and decode cases natively, the CLI's checks, tools/sweeps/session38b.txt,
 #   then issue #20's table (tools/decode_vs_torch.py);
@@ -9,7 +9,7 @@
 #   cl/ with tools/sweeps/session38a.patch, made here where git and patch are at hand).
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-PARTS=${*:-fexp}
+PARTS=${*:-ml ml2}
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 C=./build-gpubin/new/clattn
 printf 'decode_merge_last=8\ndecode_merge_last_max=0\n' > /tmp/old8.txt
