@@ -420,7 +420,7 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
     if (pl->merge_last && bytes + tickets <= ctx->profile.max_alloc_bytes)
       bytes += tickets;
     else
-      pl->merge_last = false;
+      pl->merge_last = 0; /* none planned, or no room for the tickets: two launches */
     pl->ws_bytes = (size_t)bytes;
   }
   return CLATTN_SUCCESS;
