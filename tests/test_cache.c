@@ -295,6 +295,7 @@ static void check_damage(damage d) {
   case TRUNCATE:
     damaged_n = n / 2;
     damaged = malloc(damaged_n);
+    CU_ASSERT_FATAL(damaged != NULL);
     memcpy(damaged, bytes, damaged_n);
     CU_ASSERT_FATAL(write_file(victim, damaged, damaged_n));
     break;
@@ -302,8 +303,8 @@ static void check_damage(damage d) {
     /* past its first 64 bytes, so a driver's own magic number still matches */
     damaged_n = n;
     damaged = malloc(n);
-    memcpy(damaged, bytes, 64);
-    for (size_t i = 64; i < n; i++) damaged[i] = (unsigned char)rng_u64();
+    CU_ASSERT_FATAL(damaged != NULL);
+    for (size_t i = 0; i < n; i++) damaged[i] = i < 64 ? bytes[i] : (unsigned char)rng_u64();
     CU_ASSERT_FATAL(write_file(victim, damaged, damaged_n));
     break;
   case DIRECTORY: {
