@@ -7,3 +7,5 @@ export LD_LIBRARY_PATH=/tmp/x/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LI
 export CLATTN_DEVICE=${CLATTN_DEVICE:-NVIDIA}
 export CLATTN_KERNEL_DIR=${CLATTN_KERNEL_DIR:-$PWD/cl}
 export CLATTN_CACHE_DIR=/tmp/clattn-cache
+# The session scripts' parts: `part NAME` is true when NAME is among $PARTS (their arguments).
+part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }

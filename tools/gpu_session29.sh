@@ -27,7 +27,6 @@ checks() { # $1: extra build options (a descriptor diagnosis), the rest to the l
   done 2>&1 | grep -E 'kernels|check|FAIL|rror'
 }
 PARTS=${*:-checks sweep torch}
-part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 if part checks; then
 checks "" > $OUT/checks.txt
 echo "checks: $(grep -c 'warpgroup MMA' $OUT/checks.txt) on warpgroup MMA, $(grep -c FAILED $OUT/checks.txt) failed"

@@ -17,7 +17,6 @@ printf 'rerope_wgmma=1\nrerope_bwd_wgmma=0\n' > /tmp/bwg.txt
 printf 'rerope_wgmma=1\nrerope_bwd_wgmma=0\nrerope_bwd_block_n=32\nrerope_bwd_stages=2\n' > /tmp/bwg_bn32s2.txt
 printf 'rerope_bwd_block_n=32\nrerope_bwd_stages=2\n' > /tmp/bn32s2.txt
 PARTS=${*:-checks bwd torch}
-part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 part checks && timeout 150 bash tools/gpu_session29.sh checks
 part bwd && REGS=${REGS:-} REPEAT=${REPEAT:-5} timeout 200 bash tools/gpu_ab_cl.sh tools/sweeps/rr_wgmma_bwd.txt
 part torch && CLATTN_TUNING_FILE=/tmp/bwg.txt PYTHONUNBUFFERED=1 timeout 120 python3 tools/rerope_vs_torch.py \

@@ -9,7 +9,6 @@
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 printf 'decode_kq_wide=1\n' > /tmp/kqw.txt; printf 'decode_wg=128\n' > /tmp/wg128.txt
 PARTS=${*:-checks bwd kq}
-part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 for p in checks bwd torch; do part $p && bash tools/gpu_session30.sh $p; done
 if part kq; then
   for a in "--kv-dtype int4 --head-dim 72" "--kv-dtype fp8 --head-dim 96 --paged" "--kv-dtype int4g4 --head-dim 96 --causal --q-len 2"; do

@@ -9,7 +9,6 @@
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 printf 'decode_kq_wide=0\n' > /tmp/kq0.txt
 PARTS=${*:-port tune}
-part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 if part port; then
   for e in CLATTN_PORTABLE=1 CLATTN_X=0; do
     env $e CLATTN_TEST_ONLY="every fp8 code" timeout 60 ./build-gpubin/new/test_decode 2>&1 | grep -E "fp8|asserts" | head -6

@@ -9,7 +9,6 @@
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-fp8}
-part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 if part fp8; then
 for e in CLATTN_PORTABLE=1 CLATTN_X=0; do
   env $e CLATTN_TEST_ONLY="every fp8 code" timeout 60 ./build-gpubin/new/test_decode 2>&1 | grep -E "fp8|asserts" | head -6

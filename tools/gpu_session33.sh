@@ -13,7 +13,6 @@
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-check ab}
-part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 C=./build-gpubin/new/clattn
 printf 'decode_mma_int4_heads=0\n' > /tmp/h0.txt
 if part check; then

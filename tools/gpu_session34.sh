@@ -9,7 +9,6 @@
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-ab}
-part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 C=./build-gpubin/new/clattn
 printf 'decode_mma_int4_heads=0\n' > /tmp/h0.txt
 printf 'decode_merge_last=0\n' > /tmp/ml0.txt

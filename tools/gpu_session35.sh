@@ -17,7 +17,6 @@
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-wglog}
-part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 C="./build-gpubin/new/clattn run rerope --z 1 --heads 4 --n 1024 --window 256 --dtype f16 --repeat 1"
 printf 'rerope_wgmma=0\nrerope_bwd_wgmma=3\n' > /tmp/wg.txt
 printf 'rerope_wgmma=0\n' > /tmp/fwg.txt; printf 'rerope_wgmma=0\nrerope_wgmma_wg=128\n' > /tmp/fwg128.txt

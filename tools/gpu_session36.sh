@@ -11,7 +11,6 @@
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-ab}
-part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 for kv in decode_mma_wg=64 decode_mma_wg=256 decode_mma_splits_per_cu=1 decode_mma_splits_per_cu=4 \
           decode_mma_warps_per_cu=12 decode_mma_warps_per_cu=24 decode_mma_warps_per_cu=32 \
           decode_mma_min_keys=512 decode_mma_min_keys=2048 decode_mma_blocks=2 decode_mma_wide_wg=0 \

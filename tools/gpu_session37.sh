@@ -27,9 +27,9 @@ printf 'rerope_bwd_qring=3\nrerope_bwd_block_m=16\n' > /tmp/qr3bm16.txt
 printf 'decode_mma_small_blocks=3\n' > /tmp/sb3.txt; printf 'decode_mma_small_blocks=4\n' > /tmp/sb4.txt
 printf 'rerope_bwd_qring=2\n' > /tmp/qr2.txt; printf 'rerope_bwd_qring=2\nrerope_bwd_block_m=16\n' > /tmp/qr2bm16.txt
 printf 'rerope_bwd_qring=2\nrerope_wgmma_maxnreg=0\n' > /tmp/qr2cap0.txt
-printf 'decode_merge_last=0\n' > /tmp/ml0.txt; printf 'decode_merge_last=16\n' > /tmp/ml16.txt
-printf 'decode_merge_last=16\ndecode_merge_last_max=1\n' > /tmp/ml16max.txt; printf 'decode_merge_last_max=1\n' > /tmp/max1.txt
-part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+printf 'decode_merge_last=8\ndecode_merge_last_max=0\n' > /tmp/old8.txt # session 37's NVIDIA row (the sweeps' HEAD lines)
+printf 'decode_merge_last=0\n' > /tmp/ml0.txt; printf 'decode_merge_last=16\ndecode_merge_last_max=0\n' > /tmp/ml16.txt
+printf 'decode_merge_last=16\ndecode_merge_last_max=1\n' > /tmp/ml16max.txt; printf 'decode_merge_last=8\ndecode_merge_last_max=1\n' > /tmp/max1.txt
 C=./build-gpubin/new/clattn
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee $OUT/gpu.txt
 echo "profilers: $(which ncu nsys 2>/dev/null | tr '\n' ' ')" | tee -a $OUT/gpu.txt

@@ -10,7 +10,6 @@
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-ml ml2}
-part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 C=./build-gpubin/new/clattn
 printf 'decode_merge_last=8\ndecode_merge_last_max=0\n' > /tmp/old8.txt
 printf 'decode_merge_last=64\ndecode_merge_last_max=1\n' > /tmp/ml64.txt; printf 'decode_merge_last=0\n' > /tmp/ml0.txt
