@@ -291,7 +291,10 @@ static void test_features(void) {
 
 /* The serial form (the CPU rows' choice) reads every format: int4 of 1, 2
  * and 4 groups, fp8 and fnuz, paged, causal Mq 4 with bias, splits, MHA,
- * and a head dim of 8-wide vectors (D = 72, not a multiple of 16). */
+ * and a head dim of 8-wide vectors (D = 72, not a multiple of 16); then
+ * with the value pass's accumulators sized for another register width
+ * (the profile's SIMD width 4, 16: SSE, AVX-512) int4 of one group and of
+ * groups of 8 elements (8-wide vectors) and fp8 causal Mq 3 over splits. */
 static void test_serial(void) {
   qcase c = {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   serial_form = true;
@@ -315,6 +318,24 @@ static void test_serial(void) {
   c.hkv = 8;
   c.splits = 0;
   run_qcase(&c);
+  const unsigned simd = fx.ctx->profile.simd_width;
+  static const unsigned widths[] = {4, 16};
+  for (int w = 0; w < 2; w++) {
+    fx.ctx->profile.simd_width = widths[w];
+    qcase d = {CLATTN_INT4, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    run_qcase(&d);
+    d.groups = 8; /* D = 64: groups of 8 elements */
+    d.bias = 1;
+    run_qcase(&d);
+    d.kvdt = CLATTN_FP8;
+    d.groups = 1;
+    d.bias = 0;
+    d.Mq = 3;
+    d.causal = 1;
+    d.splits = 2;
+    run_qcase(&d);
+  }
+  fx.ctx->profile.simd_width = simd;
   serial_form = false;
 }
 
