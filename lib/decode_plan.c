@@ -345,11 +345,12 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
   /* The serial form where the tuning asks for it (devices that run a group
    * on one thread; not where a test forces the work-group kernel,
    * clattn_force_path(1)) and its state fits the local memory: q and the
-   * accumulators of every KV head's rows, a tile of 16 keys' scores, and
-   * (quantized rows) the rows' q sums per group and a head's tile of 16 V
-   * rows' scales and shifts. */
+   * accumulators of every KV head's rows, a tile of 16 keys' scores, a
+   * head's tile of value weights, and (quantized rows) the rows' q sums per
+   * group and a head's tile of 16 V rows' scales and shifts. */
   const size_t ng = pl->pr.kv_q == 1 ? (size_t)pl->pr.kv_groups : 1;
-  const size_t serial_bytes = (size_t)pl->pr.Hkv * pl->RB * (2 * (size_t)pl->pr.D + 16 + 2) * 4 + 16 * pl->RB * 4 +
+  const size_t serial_bytes = (size_t)pl->pr.Hkv * pl->RB * (2 * (size_t)pl->pr.D + 16 + 2) * 4 +
+                              16 * (size_t)pl->RB * 4 +
                               (pl->pr.kv_q ? ((size_t)pl->pr.Hkv * pl->RB + 16 * 2) * ng * 4 : 0);
   if (!pl->mma && forced == 0 && t->decode_serial && serial_bytes <= ctx->profile.local_mem_bytes) {
     pl->serial = true;
