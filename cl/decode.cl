@@ -513,6 +513,18 @@ CLATTN_INLINE void port_scores_lanes(__local float (*s_l)[RB][WG], __local int (
   }
 }
 #else
+/* q . k over a chunk of 8 elements into a row's running sums of its even
+ * and odd elements: FMAs only (two dot()s cost a product, three FMAs and an
+ * add each, and an add to join them: 10 operations for 8 products, on
+ * NVIDIA and AMD alike), two chains for latency; a pair is one packed FMA
+ * on CDNA2/3 (v_pk_fma_f32). */
+static inline float2 fma_chunk8(float8 q, float8 k, float2 acc) {
+  acc = fma(q.s01, k.s01, acc);
+  acc = fma(q.s23, k.s23, acc);
+  acc = fma(q.s45, k.s45, acc);
+  return fma(q.s67, k.s67, acc);
+}
+
 /* 1. scores of key t0 + tid, read whole by this work-item (from the staged
  * tile with KSTAGE): the quantized rows' scale and shift folded in per
  * group, the logit hook, the mask (lim), the tile's row maxima (tmax), and
@@ -553,8 +565,8 @@ CLATTN_INLINE void port_scores(__local float (*s_l)[RB][WG], __local int (*tmax_
 #endif
 #pragma unroll
       for (int g = 0; g < NG; g++) {
-        float part[RB];
-        for (int r = 0; r < RB; r++) part[r] = 0.0f;
+        float2 part[RB];
+        for (int r = 0; r < RB; r++) part[r] = (float2)(0.0f);
 #pragma unroll
         for (int cc = g * (NC / NG); cc < (g + 1) * (NC / NG); cc++) {
 #if KSTAGE && KV_Q
@@ -567,8 +579,7 @@ CLATTN_INLINE void port_scores(__local float (*s_l)[RB][WG], __local int (*tmax_
           const float8 kk = KV_RAW8(k, row, cc);
 #endif
           for (int r = 0; r < RB; r++) {
-            const float8 qq = vload8(0, q_l + r * D + cc * 8);
-            part[r] += dot(qq.lo, kk.lo) + dot(qq.hi, kk.hi);
+            part[r] = fma_chunk8(vload8(0, q_l + r * D + cc * 8), kk, part[r]);
           }
         }
 #if KV_Q
@@ -579,9 +590,9 @@ CLATTN_INLINE void port_scores(__local float (*s_l)[RB][WG], __local int (*tmax_
 #else
         const float2 ss = KV_SS(k, row, g * (NC / NG), kss);
 #endif
-        for (int r = 0; r < RB; r++) sdot[r] += ss.x * part[r] + ss.y * qsum_l[r * NG + g];
+        for (int r = 0; r < RB; r++) sdot[r] += ss.x * (part[r].x + part[r].y) + ss.y * qsum_l[r * NG + g];
 #else
-        for (int r = 0; r < RB; r++) sdot[r] += part[r];
+        for (int r = 0; r < RB; r++) sdot[r] += part[r].x + part[r].y;
 #endif
       }
       for (int r = 0; r < RB; r++) {

@@ -38,6 +38,8 @@ float OV sincos(float x, __private float *c) { *c = __nvvm_cos_approx_f(x); retu
 float OV fmax(float a, float b) { return __nvvm_fmax_f(a, b); }
 float OV fabs(float x) { return __builtin_fabsf(x); }
 float OV fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+float2 OV fma(float2 a, float2 b, float2 c) { return (float2)(__builtin_fmaf(a.x, b.x, c.x), __builtin_fmaf(a.y, b.y, c.y)); }
+uint2 OV vload2(size_t i, const __global uint *p) { return (uint2)(p[2 * i], p[2 * i + 1]); }
 long OV min(long a, long b) { return a < b ? a : b; }
 long OV max(long a, long b) { return a > b ? a : b; }
 int OV min(int a, int b) { return a < b ? a : b; }
