@@ -611,13 +611,43 @@ CLATTN_INLINE void port_scores(__local float (*s_l)[RB][WG], __local int (*tmax_
 }
 #endif
 
+/* The V row of key t0 + jj of the tile (paged: found by the score pass). */
+#if PAGED
+#define V_ROW(jj) vrow_l[par][jj]
+#else
+#define V_ROW(jj) kv_row(&at->vl, &at->pg, at->b, t0 + (jj), at->hk)
+#endif
+/* The scale-shift word of scale group g of that row (quantized V) */
+#if KV_Q == 1
+#define V_SS_WORD(row, jj, g) v[(row) + (g)]
+#elif KV_Q == 2
+#define V_SS_WORD(row, jj, g) v_ss[kv_row(&at->vssl, &at->pg, at->b, t0 + (jj), at->hk)]
+#endif
+
+/* FOLD_V: quantized V rows of one scale-shift word (int4 of one group, fp8).
+ * The work-item that owns key tid in the softmax step reads its V row's word
+ * once and leaves p * scale for the value pass, adding p * shift to its own
+ * sum; the key's NC work-items of the value pass no longer load it and form
+ * both again (int4 groups keep that: their words differ by column). */
+#define FOLD_V (KV_Q && NG == 1)
+
 /* 2. the new running max (the same in every work-item, from the tile's
  * maxima), the rescale of this work-item's state, and the probability of
- * key tid in place of its score; the next tile's maxima reset. */
-CLATTN_INLINE void port_softmax(__local float (*s_l)[RB][WG], __local int (*tmax_l)[RB], int par,
-                                float m_run[RB], float l_run[RB], float8 acc[RB], float sh[RB],
-                                int tid) {
-  (void)sh;
+ * key tid in place of its score (FOLD_V: times its V row's scale), added to
+ * this work-item's sum of them (port_combine adds the group's); the next
+ * tile's maxima reset. */
+CLATTN_INLINE void port_softmax(__local float (*s_l)[RB][WG], __local int (*tmax_l)[RB],
+                                __local const long (*vrow_l)[WG], int par, float m_run[RB],
+                                float l_run[RB], float8 acc[RB], float sh[RB],
+                                __global const KV_ELT *v, __global const uint *v_ss, int t0,
+                                const port_at *at) {
+  const int tid = at->tid;
+  (void)sh, (void)vrow_l, (void)v, (void)v_ss, (void)t0;
+#if FOLD_V
+  float2 vs = (float2)(0.0f); /* a row outside the cache has no weight (its scores are -inf) */
+  const long vrow = (t0 + tid < at->hi) ? V_ROW(tid) : -1;
+  if (vrow >= 0) vs = scale_shift_unpack(V_SS_WORD(vrow, tid, 0));
+#endif
   for (int r = 0; r < RB; r++) {
     const float sc = s_l[par][r][tid];
     float alpha;
@@ -628,17 +658,18 @@ CLATTN_INLINE void port_softmax(__local float (*s_l)[RB][WG], __local int (*tmax
     sh[r] *= alpha;
 #endif
     m_run[r] = m_new;
-    s_l[par][r][tid] = (sc == -INFINITY) ? 0.0f : exp2(sc - m_new);
+    float p = (sc == -INFINITY) ? 0.0f : exp2(sc - m_new);
+    l_run[r] += p;
+#if FOLD_V
+    if (p != 0.0f) { /* a weightless row stays out, as unread (a NaN scale included) */
+      sh[r] += p * vs.y;
+      p *= vs.x;
+    }
+#endif
+    s_l[par][r][tid] = p;
   }
   if (tid < RB) tmax_l[par ^ 1][tid] = ord_of(-INFINITY);
 }
-
-/* The V row of key t0 + jj of the tile (paged: found by the score pass). */
-#if PAGED
-#define V_ROW(jj) vrow_l[par][jj]
-#else
-#define V_ROW(jj) kv_row(&at->vl, &at->pg, at->b, t0 + (jj), at->hk)
-#endif
 
 /* 3. values: keys ks, ks + NS, ... of the tile at t0, columns 8c .. 8c + 7.
  * Float rows: VU rows loaded before any is used so their latencies overlap;
@@ -649,14 +680,10 @@ CLATTN_INLINE void port_softmax(__local float (*s_l)[RB][WG], __local int (*tmax
  * tile's value pass are a few long round trips, not many short ones. Every
  * key before the tile's end is read (rows outside the cache never are); one
  * no query gives weight is left out when used. (Float rows kept as words
- * lose: tools/PERF.md.) */
-#if KV_Q == 1
-#define V_SS_WORD(row, jj) v[(row) + c / (NC / KV_GROUPS)]
-#elif KV_Q == 2
-#define V_SS_WORD(row, jj) v_ss[kv_row(&at->vssl, &at->pg, at->b, t0 + (jj), at->hk)]
-#endif
+ * lose: tools/PERF.md.) FOLD_V rows: the weights are p * scale, the shifts
+ * already counted. */
 CLATTN_INLINE void port_values(__local const float (*s_l)[RB][WG], __local const long (*vrow_l)[WG],
-                               int par, float l_run[RB], float8 acc[RB], float sh[RB],
+                               int par, float8 acc[RB], float sh[RB],
                                __global const KV_ELT *v, __global const uint *v_ss, int t0,
                                const port_at *at) {
   const int ks = at->ks, c = at->c;
@@ -670,16 +697,22 @@ CLATTN_INLINE void port_values(__local const float (*s_l)[RB][WG], __local const
 #if KV_Q
   for (int jj0 = ks; jj0 < WG && t0 + jj0 < at->hi; jj0 += NS * VUQ) {
     KV_WORD_T w[VUQ];
+#if !FOLD_V
     uint ssw[VUQ];
+#endif
 #pragma unroll
     for (int u = 0; u < VUQ; u++) {
       const int jj = jj0 + u * NS;
       const long row = (jj < WG && t0 + jj < at->hi) ? V_ROW(jj) : -1;
       w[u] = KV_WORD_ZERO;
+#if !FOLD_V
       ssw[u] = 0u; /* scale and shift 0: no weight from a row outside the cache */
+#endif
       if (row >= 0) {
         w[u] = KV_WORD(v, row, c);
-        ssw[u] = V_SS_WORD(row, jj);
+#if !FOLD_V
+        ssw[u] = V_SS_WORD(row, jj, c / (NC / KV_GROUPS));
+#endif
       }
     }
 #pragma unroll
@@ -693,12 +726,15 @@ CLATTN_INLINE void port_values(__local const float (*s_l)[RB][WG], __local const
       }
       if (any == 0.0f) continue; /* no weight: a non-finite row stays out, as unread */
       const float8 vv = KV_WORD8(w[u]);
+#if FOLD_V
+      for (int r = 0; r < RB; r++) acc[r] += p[r] * vv;
+#else
       const float2 vs = scale_shift_unpack(ssw[u]);
       for (int r = 0; r < RB; r++) {
         acc[r] += (p[r] * vs.x) * vv;
         sh[r] += p[r] * vs.y;
-        l_run[r] += p[r];
       }
+#endif
     }
   }
 #else
@@ -720,36 +756,53 @@ CLATTN_INLINE void port_values(__local const float (*s_l)[RB][WG], __local const
     }
 #pragma unroll
     for (int u = 0; u < VU; u++)
-      for (int r = 0; r < RB; r++) {
-        acc[r] += p[u][r] * vv[u];
-        l_run[r] += p[u][r];
-      }
+      for (int r = 0; r < RB; r++) acc[r] += p[u][r] * vv[u];
   }
 #endif
 }
 #undef V_SS_WORD
 #undef V_ROW
 
-/* Combines the key subsets into acc_l (rows of D) and l_l: they share the
- * running max, so their sums simply add; the max into m_l. The whole group
- * calls it. */
+/* Combines the work-items' sums (they share the running max, so they
+ * simply add): the key subsets' accumulators into acc_l (rows of D), every
+ * work-item's sums over its own keys of the weights into l_l and (FOLD_V)
+ * of the shifts into every column, through red_l (2 RB WG floats: the score
+ * tiles, free now); the max into m_l. The whole group calls it. */
 CLATTN_INLINE void port_combine(__local float *acc_l, __local float *l_l, __local float *m_l,
-                                const float m_run[RB], const float l_run[RB], const float8 acc[RB],
-                                const port_at *at) {
+                                __local float *red_l, const float m_run[RB], const float l_run[RB],
+                                const float sh[RB], const float8 acc[RB], const port_at *at) {
+  const int tid = at->tid, nred = FOLD_V ? 2 * RB : RB;
+  (void)sh;
   barrier(CLK_LOCAL_MEM_FENCE);
+  for (int r = 0; r < RB; r++) {
+    red_l[r * WG + tid] = l_run[r];
+#if FOLD_V
+    red_l[(RB + r) * WG + tid] = sh[r];
+#endif
+  }
   for (int s = 0; s < NS; s++) {
     if (at->ks == s) {
       for (int r = 0; r < RB; r++) {
         __local float *dst = acc_l + r * D + at->c * 8;
         const float8 prev = (s == 0) ? (float8)(0.0f) : vload8(0, dst);
         vstore8(prev + acc[r], 0, dst);
-        if (at->c == 0) l_l[r] = ((s == 0) ? 0.0f : l_l[r]) + l_run[r];
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (at->tid == 0)
+  int span = 1; /* a tree over the group (WG need not be a power of two) */
+  while (2 * span < WG) span *= 2;
+  for (; span > 0; span /= 2) {
+    if (tid < span && tid + span < WG)
+      for (int r = 0; r < nred; r++) red_l[r * WG + tid] += red_l[r * WG + tid + span];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (tid < RB) l_l[tid] = red_l[tid * WG];
+  if (tid == 0)
     for (int r = 0; r < RB; r++) m_l[r] = m_run[r];
+#if FOLD_V
+  for (int i = tid; i < RB * D; i += WG) acc_l[i] += red_l[(RB + i / D) * WG];
+#endif
   barrier(CLK_LOCAL_MEM_FENCE);
 }
 
@@ -864,14 +917,14 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_part
                 err_flag);
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);
-    port_softmax(s_l, tmax_l, par, m_run, l_run, acc, sh, tid);
+    port_softmax(s_l, tmax_l, VROW_L, par, m_run, l_run, acc, sh, v, v_ss, t0, &at);
     barrier(CLK_LOCAL_MEM_FENCE);
-    port_values(s_l, VROW_L, par, l_run, acc, sh, v, v_ss, t0, &at);
+    port_values(s_l, VROW_L, par, acc, sh, v, v_ss, t0, &at);
   }
-#if KV_Q
+#if KV_Q && !FOLD_V
   for (int r = 0; r < RB; r++) acc[r] += (float8)(sh[r]);
 #endif
-  port_combine(q_l, l_l, m_fin_l, m_run, l_run, acc, &at);
+  port_combine(q_l, l_l, m_fin_l, &s_l[0][0][0], m_run, l_run, sh, acc, &at);
 
   /* Output rows: packed (varlen, direct) or [b, mq, h] (also the partials' layout). */
 #if VARLEN && !SPLIT
