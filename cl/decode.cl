@@ -808,7 +808,7 @@ CLATTN_INLINE void port_combine(__local float *acc_l, __local float *l_l, __loca
 
 /* ---------------------------------------------------------------- the portable kernel */
 
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void clattn_decode_partial(
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) CLATTN_REG_CAP void clattn_decode_partial(
     DECODE_PARTIAL_PARAMS) {
   DECODE_UNPACK();
   port_at at;

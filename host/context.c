@@ -212,6 +212,18 @@ bool clattn_nv_ptx_active(const clattn_context *ctx) {
   return fast_paths() && ctx->profile.has_nv_ptx;
 }
 
+/* NVIDIA: a quarter SM's 16384 registers are 512 per lane, allocated in
+ * steps of 8, at most 255 a work-item (so 2 warps or fewer need no cap).
+ * No vendor instruction: it holds with CLATTN_PORTABLE=1. */
+void clattn_occupancy_option(const clattn_context *ctx, int waves, char *buf, size_t size) {
+  buf[0] = '\0';
+  if (waves <= 0) return;
+  if (ctx->profile.has_nv_ptx && 512 / waves / 8 * 8 < 255)
+    snprintf(buf, size, " -DCLATTN_PTX_MAXNREG=%d", 512 / waves / 8 * 8);
+  else if (ctx->profile.has_amd_builtins)
+    snprintf(buf, size, " -DCLATTN_AMD_WAVES_PER_EU=%d", waves);
+}
+
 /* sm_90 only: sm_90a's wgmma is not in later architectures. */
 bool clattn_nv_wgmma_active(const clattn_context *ctx) {
   return clattn_nv_ptx_active(ctx) && strcmp(ctx->profile.arch, "nvidia-sm90") == 0 &&

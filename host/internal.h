@@ -137,6 +137,7 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(decode_kstage_quant, 0, 1, 0, "the same for int4 / fp8 K")                                    \
   X(decode_kq_wide, 0, 2, 0, "portable form, int4 / fp8 K: the score pass reads a row 16 bytes at a time (1: rows on 16 bytes; 2 also rows at any word where the buffer ends on 16 bytes)") \
   X(decode_quant_value_rows, 0, 32, 0, "portable form, int4 / fp8 V: rows in flight per work-item as raw words (0: 8)") \
+  X(decode_port_waves, 0, 16, 0, "portable form: the fewest warps / wavefronts per SIMD (an NVIDIA SM's quarter) its registers must allow, for more groups per unit (NVIDIA: a PTX register cap; AMD: amdgpu_waves_per_eu; elsewhere none; 0: the compiler's choice)") \
   X(decode_mma, 0, 1, 0, "the tensor-core form where the profile and shape allow")               \
   X(decode_mma_splits_per_cu, 0, 64, 0, "its split target (0: decode_splits_per_cu)")            \
   X(decode_mma_warps_per_cu, 0, 64, 0, "its warps a unit holds at 8 x 128 accumulators a warp: splits fill them once (0: the target above)") \
@@ -262,6 +263,11 @@ void clattn_log(const clattn_context *ctx, clattn_log_level level, const char *f
 void clattn_feature_options(const clattn_context *ctx, char *buf, size_t size);
 /* The device's inline PTX fast paths are on (NVIDIA, CLATTN_PORTABLE unset). */
 bool clattn_nv_ptx_active(const clattn_context *ctx);
+/* The build option (" -D...", or "" where the device takes none or waves
+ * is 0) that asks a kernel's register allocation to allow at least `waves`
+ * warps / wavefronts per SIMD: NVIDIA's register cap through the PTX route
+ * (host/program.c), AMD's amdgpu_waves_per_eu (cl/common.clh CLATTN_REG_CAP). */
+void clattn_occupancy_option(const clattn_context *ctx, int waves, char *buf, size_t size);
 /* ... and warpgroup MMA through the PTX route (sm_90; cl/wgmma.clh), not
  * found broken on this context's device. */
 bool clattn_nv_wgmma_active(const clattn_context *ctx);

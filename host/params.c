@@ -96,11 +96,19 @@ typedef struct row {
   .rerope_warp_blocks = 2, .rerope_mma_block_n = 64
 
 /* AMD rows: reasoned, not measured (no AMD GPU was at hand); `clattn tune`
- * on the GPU corrects them. CDNA (gfx9: MI200 gfx90a, MI300 gfx942) runs
- * wave64 on 4 SIMDs per CU with 64 KiB of LDS per work-group: a group of
- * 256 work-items is one wave per SIMD, and 4 groups per CU (16 waves, 4 per
- * SIMD) is the occupancy that hides HBM latency on a GPU that hides it by
- * waves, not by loads in flight per thread; 32x32 ReRoPE tiles of D <= 256
+ * on the GPU corrects them. What the register allocator allows was read
+ * offline (clang-16 with libclc, tools/check_amdgcn.py; ROCm's compiler
+ * differs in detail): the portable decode at D = 128, 4 rows, groups of 256
+ * on CDNA: f16 126 / 124 VGPRs (gfx90a / gfx940) and int4 122 / 120, 4
+ * waves per SIMD, as assumed below; int4 of 4 groups 168 / 164 and fp8 142
+ * / 134, 3 (decode_port_waves = 4 would cap them at 128 with 12-24 bytes of
+ * scratch: left to the tuner); no scratch in any. RDNA (groups of 128):
+ * 111-118 VGPRs, 8-9 waves per SIMD32 on gfx1030, 12 on gfx1100.
+ * CDNA (gfx9: MI200 gfx90a, MI300 gfx942) runs wave64 on 4 SIMDs per CU
+ * with 64 KiB of LDS per work-group: a group of 256 work-items is one wave
+ * per SIMD, and 4 groups per CU (16 waves, 4 per SIMD) is the occupancy that
+ * hides HBM latency on a GPU that hides it by waves, not by loads in flight
+ * per thread; 32x32 ReRoPE tiles of D <= 256
  * in f32 (K 32 KiB, V 32 KiB at D = 256 are the most) fit its LDS. RDNA
  * (gfx10/11) runs wave32 on WGPs of two CUs: NVIDIA's warp-sized choices
  * (groups of 128 = 4 waves, 2 per CU) carry over. Both keep the one-launch

@@ -562,7 +562,7 @@ static clattn_status build(clattn_context *ctx, const char *file, const char *op
     clReleaseProgram(prog);
     return s;
   }
-  if (clattn_nv_ptx_active(ctx)) {
+  if (ctx->profile.has_nv_ptx) { /* also with CLATTN_PORTABLE=1: a register cap is no vendor instruction */
     const clattn_status rs = ptx_route(ctx, file, options, &prog);
     if (rs != CLATTN_SUCCESS) {
       free(key);

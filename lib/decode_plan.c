@@ -268,6 +268,8 @@ static void plan_portable(const clattn_context *ctx, plan *pl) {
   const bool want = pl->pr.kv_q ? t->decode_kstage_quant : (t->decode_kstage && pl->aligned);
   pl->kstage = want && !pl->lane_keys && kstage_bytes + other_bytes <= ctx->profile.local_mem_bytes;
   pl->vuq = t->decode_quant_value_rows ? t->decode_quant_value_rows : 8;
+  /* registers allocated for more groups per unit, where the device takes it */
+  clattn_occupancy_option(ctx, t->decode_port_waves, pl->occupancy, sizeof pl->occupancy);
 }
 
 /* The portable score pass's quantized K row in 16-byte loads (one
@@ -430,10 +432,11 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
 }
 
 void clattn_decode_plan_options(const plan *pl, bool split, char *buf, size_t size) {
-  char page[96] = ""; /* a paged kernel is built for its page size (no runtime division) */
+  char page[160] = ""; /* a paged kernel is built for its page size (no runtime division) */
   if (pl->pr.paged) snprintf(page, sizeof page, " -DKV_PAGE_SIZE=%d", pl->pr.page_size);
   if (pl->pr.kv_q && !pl->mma && !pl->serial)
     snprintf(page + strlen(page), sizeof page - strlen(page), " -DVUQ=%d -DKQ_WIDE=%d", pl->vuq, pl->kq_wide);
+  if (!pl->mma && !pl->serial) snprintf(page + strlen(page), sizeof page - strlen(page), "%s", pl->occupancy);
   if (pl->serial) /* built for its KV head count */
     snprintf(page + strlen(page), sizeof page - strlen(page), " -DSERIAL=1 -DHKV=%d", pl->pr.Hkv);
   snprintf(buf, size,
@@ -570,6 +573,9 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.lane_keys = 0;
     pl.kq_wide = 1 + fnuz;
     EMIT(pl, fnuz);
+    snprintf(pl.occupancy, sizeof pl.occupancy, " -DCLATTN_AMD_WAVES_PER_EU=5"); /* AMD's attribute */
+    EMIT(pl, 1);
+    pl.occupancy[0] = '\0';
     pl.kq_wide = 0;
     pl.kstage = 1;
     EMIT(pl, fnuz);

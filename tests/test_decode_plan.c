@@ -14,16 +14,17 @@ typedef struct shape {
   clattn_dtype kvdt;
 } shape;
 
-/* What the planner chose for s (forced onto the tensor-core form): the
- * split count (or most parts a sequence has), the work-group size, the
- * blocks in flight per warp and the kernel line (copied into kernel). */
+/* What the planner chose for s (forced onto the tensor-core form, or with
+ * path 1 the work-group kernel): the split count (or most parts a sequence
+ * has), the work-group size, the blocks in flight per warp, the kernel line
+ * and the build options. */
 typedef struct planned {
   int parts, wg, nblk;
-  char kernel[160];
+  char kernel[160], opts[1024];
 } planned;
 
-static planned plan_of(const shape *s) {
-  planned r = {0, 0, 0, ""};
+static planned plan_on(const shape *s, int path) {
+  planned r = {0, 0, 0, "", ""};
   const bool q4 = s->kvdt == CLATTN_INT4;
   const int X = q4 ? 1 + s->D / 8 : s->D; /* a row's elements: int4 words or f16 values */
   const size_t row = q4 ? (size_t)X * 4 : (size_t)X * 2, nq = (size_t)s->B * s->Mq * s->Hq * s->D * 2;
@@ -36,21 +37,21 @@ static planned plan_of(const shape *s) {
   p.k = clattn_tensor_4d(km, 0, s->kvdt, s->B, s->N, s->Hkv, X);
   p.v = clattn_tensor_4d(vm, 0, s->kvdt, s->B, s->N, s->Hkv, X);
   p.causal = s->Mq > 1;
-  clattn_force_path(2);
+  clattn_force_path(path);
   CHECK_OK(clattn_decode_workspace_size(fx.ctx, &p, NULL, &r.parts));
   const char *k = clattn_decode_kernels(fx.ctx, &p);
-  CU_ASSERT(k && strstr(k, "tensor cores"));
+  CU_ASSERT(k && (strstr(k, "tensor cores") != NULL) == (path == 2));
   snprintf(r.kernel, sizeof r.kernel, "%s", k ? k : "?");
-  char opts[1024];
-  CHECK_OK(clattn_decode_build_options(fx.ctx, &p, opts, sizeof opts));
-  const char *wg = strstr(opts, "-DWG=");
+  CHECK_OK(clattn_decode_build_options(fx.ctx, &p, r.opts, sizeof r.opts));
+  const char *wg = strstr(r.opts, "-DWG=");
   r.wg = wg ? atoi(wg + 5) : 0;
-  const char *nb = strstr(opts, "-DNBLK=");
+  const char *nb = strstr(r.opts, "-DNBLK=");
   r.nblk = nb ? atoi(nb + 7) : 0;
   clattn_force_path(0);
   buf_release(&qm), buf_release(&km), buf_release(&vm), buf_release(&om);
   return r;
 }
+static planned plan_of(const shape *s) { return plan_on(s, 2); }
 
 /* The planner's inputs every test here fixes: units, local memory (64 KiB:
  * the emulated token rows' ring of 8 heads passes the H200's 48), warps,
@@ -220,10 +221,40 @@ static void test_token_spans(void) {
   RESTORE_INPUTS();
 }
 
+/* The portable form's occupancy (decode_port_waves): the device's option
+ * (NVIDIA: a register cap of 512 / waves in steps of 8 through the PTX
+ * route, also with CLATTN_PORTABLE=1, none at 2 warps or fewer; AMD: the
+ * kernel attribute's waves); none at 0, none on a device that takes none (a
+ * CPU), none on the tensor-core form. */
+static void test_occupancy(void) {
+  static const struct { bool nv, amd; int waves, path; const char *want; } cases[] = {
+      {true, false, 6, 1, " -DCLATTN_PTX_MAXNREG=80 "}, {true, false, 5, 1, " -DCLATTN_PTX_MAXNREG=96 "},
+      {true, false, 16, 1, " -DCLATTN_PTX_MAXNREG=32 "}, {false, true, 5, 1, " -DCLATTN_AMD_WAVES_PER_EU=5 "},
+      {true, false, 2, 1, NULL}, {true, false, 0, 1, NULL}, {false, false, 6, 1, NULL}, {true, false, 6, 2, NULL}};
+  SAVE_INPUTS();
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    fix_inputs(16);
+    fx.ctx->tuning.decode_serial = 0;
+    fx.ctx->tuning.decode_port_waves = cases[i].waves;
+    fx.ctx->profile.has_nv_ptx = cases[i].nv;
+    fx.ctx->profile.has_amd_builtins = cases[i].amd;
+    const shape s = {2, 1, 32, 8, 128, 1024, CLATTN_F16};
+    planned r = plan_on(&s, cases[i].path);
+    strcat(r.opts, " ");
+    const bool capped = strstr(r.opts, "MAXNREG") || strstr(r.opts, "WAVES_PER_EU");
+    if (cases[i].want ? !strstr(r.opts, cases[i].want) : capped)
+      fprintf(stderr, "register cap case %zu: options [%s], want %s\n", i, r.opts,
+              cases[i].want ? cases[i].want : "none");
+    CU_ASSERT(cases[i].want ? strstr(r.opts, cases[i].want) != NULL : !capped);
+  }
+  RESTORE_INPUTS();
+}
+
 void add_decode_plan_tests(CU_pSuite s) {
   CU_add_test(s, "tensor-core split count fills the units once", test_split_fill);
   CU_add_test(s, "wide groups for few groups or short keys", test_wide_groups);
   CU_add_test(s, "wide groups: 2 blocks in flight at up to 8 x 128 accumulators", test_small_blocks);
   CU_add_test(s, "8-warp groups for accumulators over 8 x 128", test_wide_rows);
   CU_add_test(s, "token rows: spans of whole rows, spans that tile a sequence", test_token_spans);
+  CU_add_test(s, "portable form's occupancy option per device", test_occupancy);
 }
