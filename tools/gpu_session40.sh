@@ -1,6 +1,7 @@
 # Session 40's GPU calls: `bash tools/gpu_session40.sh [fchain|waves]...` (default: fchain waves) (other parts: tools/gpu_session39.sh).
 # fchain: the portable decode's score pass as FMA chains (tools/exp/cl_fc = fcb3dfa's cl/), then
-#   quantized V's scale and shift once per key (FOLD_V, the tree's cl/), against tools/exp/cl_s39 =
+#   quantized V's scale and shift once per key (FOLD_V, tools/exp/cl_fold = 680983c's), then int4
+#   codes as 1 + c/16 (the tree's cl/), against tools/exp/cl_s39 =
 #   0be789c's cl/ (tools/sweeps/session40a.txt; the copies made here where git is at hand), the
 #   CLI's checks first, NVIDIA's register counts (REGS=1);
 # waves: the portable decode's occupancy target (decode_port_waves, tools/sweeps/session40b.txt),
@@ -11,7 +12,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-fchain waves}
 C=./build-gpubin/new/clattn
 if part fchain; then
-  for x in cl_s39:0be789c cl_fc:fcb3dfa; do
+  for x in cl_s39:0be789c cl_fc:fcb3dfa cl_fold:680983c; do
     [ -d tools/exp/${x%:*} ] || { mkdir -p tools/exp/${x%:*} && git archive ${x#*:} cl | tar -x -C tools/exp/${x%:*} --strip-components=1; }
   done
   C=$C bash tools/gpu_checks.sh <<'SHAPES' | tee $OUT/fccheck.txt
