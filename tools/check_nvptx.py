@@ -8,7 +8,7 @@ library (below) maps the ones the kernels use onto NVVM builtins and PTX;
 it is linked and inlined before llc, so the counts are close to, not equal
 to, what NVIDIA's OpenCL compiler produces.
 
-  tools/check_nvptx.py cl/rerope.cl "-DDT=f16 -DD=64 -DRR_MMA=1 ..." [--ptx out.ptx]
+  tools/check_nvptx.py cl/rerope.cl "-DDT=f16 -DD=64 -DRR_MMA=1 ..." [--ptx out.ptx] [--portable]
 
 Kernels with "// CLATTN_PTX" markers (warpgroup MMA, cl/wgmma.clh) are
 assembled as host/program.c's PTX route loads them: the markers removed,
@@ -37,6 +37,7 @@ float OV log(float x) { return __nvvm_lg2_approx_f(x) * 0.6931471805599453f; }
 float OV sincos(float x, __private float *c) { *c = __nvvm_cos_approx_f(x); return __nvvm_sin_approx_f(x); }
 float OV fmax(float a, float b) { return __nvvm_fmax_f(a, b); }
 float OV fabs(float x) { return __builtin_fabsf(x); }
+float4 OV fabs(float4 x) { return (float4)(__builtin_fabsf(x.x), __builtin_fabsf(x.y), __builtin_fabsf(x.z), __builtin_fabsf(x.w)); }
 float OV fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 float2 OV fma(float2 a, float2 b, float2 c) { return (float2)(__builtin_fmaf(a.x, b.x, c.x), __builtin_fmaf(a.y, b.y, c.y)); }
 uint2 OV vload2(size_t i, const __global uint *p) { return (uint2)(p[2 * i], p[2 * i + 1]); }
@@ -90,6 +91,8 @@ def main():
     ap.add_argument('--ptx', help='keep the PTX here')
     ap.add_argument('--arch', default='sm_90')
     ap.add_argument('--ptxas', default='/usr/local/cuda/bin/ptxas')
+    ap.add_argument('--portable', action='store_true',
+                    help='as under CLATTN_PORTABLE=1: no inline PTX, f32 denormals kept (the H200 profile)')
     a = ap.parse_args()
     cl_dir, name = os.path.split(os.path.abspath(a.file))
     with tempfile.TemporaryDirectory() as tmp:
@@ -101,7 +104,8 @@ def main():
                 '-Xclang', '-cl-ext=+cl_khr_int64_base_atomics',  # NVIDIA's driver has them
                 '-Xclang', '-cl-ext=+cl_khr_int64_extended_atomics',  # MERGE_LAST=2's atom_max (where reported)
                 '-Dasm=__asm__', '-O3', '-emit-llvm', '-c']
-        feat = '-DCLATTN_NV_PTX=1 -DCLATTN_AMD=0 -DCLATTN_SIMD=32 -DCLATTN_FP64=1'.split()
+        feat = ('-DCLATTN_NV_PTX=0 -DCLATTN_F32_DENORM=1' if a.portable else '-DCLATTN_NV_PTX=1').split()
+        feat += '-DCLATTN_AMD=0 -DCLATTN_SIMD=32 -DCLATTN_FP64=1'.split()
         run(base + a.options.split() + feat + [src, '-o', os.path.join(tmp, 'k.bc')])
         run(base + [os.path.join(tmp, 's.cl'), '-o', os.path.join(tmp, 's.bc')])
         run(['llvm-link-16', os.path.join(tmp, 'k.bc'), os.path.join(tmp, 's.bc'), '-o',

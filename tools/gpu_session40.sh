@@ -25,7 +25,7 @@ SHAPES
   OUT=$OUT/ab12 REGS=1 REPEAT=${REPEAT:-20} timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session40a.txt
 fi
 if part waves; then
-  for w in 5 6 8; do printf 'decode_port_waves=%d\n' $w > /tmp/w$w.txt; done
+  for w in 4 5 6 8; do printf 'decode_port_waves=%d\n' $w > /tmp/w$w.txt; done
   printf 'decode_wg=128\ndecode_port_waves=5\n' > /tmp/wg128w5.txt
   C=$C bash tools/gpu_checks.sh <<'SHAPES' | tee $OUT/wavescheck.txt
 CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/w6.txt --batch 4 --ctx 8192 --lse
