@@ -116,10 +116,8 @@
  * the dot products and accumulators (scale * sum q.code + shift * sum q)
  * instead of dequantizing every element. KV_LOAD8 is the dequantized chunk.
  *   float: the values, (1, 0)
- *   int4:  1 + code / 16 (int4_units8), from the group's scale-shift word
- *          (first KV_GROUPS words) (16 scale, shift - 16 scale)
- *   fp8:   the E4M3 values, the row's word from its own tensor (rss)
- * KV_SS_UNPACK is that pair from a scale-shift word. */
+ *   int4:  the codes 0..15, the group's scale-shift word (first KV_GROUPS words)
+ *   fp8:   the E4M3 values, the row's word from its own tensor (rss) */
 #if KV_Q == 0
 #define KV_ELT ELT(KV_DT)
 #if ALIGNED
@@ -136,26 +134,13 @@
 #define KV_WORD_T uint
 #define KV_WORD_ZERO 0u
 #define KV_WORD(p, row, c) ((p)[(row) + KV_GROUPS + (c)])
-/* The 8 codes c of a word as 1 + c / 16 (exact): each nibble shifted under
- * the mantissa's top bits and given 1.0's exponent, a shift and an and-or
- * each, where the codes themselves (int4_codes8: 2^23 + c, minus 2^23) take
- * a subtraction more. The scale-shift pair (s, t) becomes (16 s, t - 16 s):
- * 16 s (1 + c / 16) + t - 16 s = s c + t. The sums of 1 + c / 16 grow no
- * larger than those of c do, so the rounding is no worse. */
-static inline float8 int4_units8(uint w) {
-  const uint8 x = (uint8)(w << 19, w << 15, w << 11, w << 7, w << 3, w >> 1, w >> 5, w >> 9);
-  return as_float8((x & (uint8)(0x00780000u)) | (uint8)(0x3f800000u));
-}
-static inline float2 int4_ss_units(float2 ss) { return (float2)(16.0f * ss.x, ss.y - 16.0f * ss.x); }
-#define KV_WORD8(w) int4_units8(w)
-#define KV_SS_UNPACK(w) int4_ss_units(scale_shift_unpack(w))
-#define KV_SS(p, row, c, rss) KV_SS_UNPACK((p)[(row) + (c) / (NC / KV_GROUPS)])
+#define KV_WORD8(w) int4_codes8(w)
+#define KV_SS(p, row, c, rss) scale_shift_unpack((p)[(row) + (c) / (NC / KV_GROUPS)])
 #else
 #define KV_WORD_T uint2
 #define KV_WORD_ZERO ((uint2)(0u))
 #define KV_WORD(p, row, c) vload2(0, (p) + (row) + 2 * (c))
 #define KV_WORD8(w) fp8_values8(w)
-#define KV_SS_UNPACK(w) scale_shift_unpack(w)
 #define KV_SS(p, row, c, rss) (rss)
 #endif
 #define KV_RAW8(p, row, c) KV_WORD8(KV_WORD(p, row, c))
@@ -265,7 +250,7 @@ CLATTN_INLINE void kq_row_words(__global const uint *k, long row, uint w[KQ_X]) 
 #endif
 }
 #if KV_Q == 1
-#define KW_RAW8(w, c) int4_units8((w)[KV_GROUPS + (c)])
+#define KW_RAW8(w, c) int4_codes8((w)[KV_GROUPS + (c)])
 #else
 #define KW_RAW8(w, c) fp8_values8((uint2)((w)[2 * (c)], (w)[2 * (c) + 1]))
 #endif
@@ -661,7 +646,7 @@ CLATTN_INLINE void port_softmax(__local float (*s_l)[RB][WG], __local int (*tmax
 #if FOLD_V
   float2 vs = (float2)(0.0f); /* a row outside the cache has no weight (its scores are -inf) */
   const long vrow = (t0 + tid < at->hi) ? V_ROW(tid) : -1;
-  if (vrow >= 0) vs = KV_SS_UNPACK(V_SS_WORD(vrow, tid, 0));
+  if (vrow >= 0) vs = scale_shift_unpack(V_SS_WORD(vrow, tid, 0));
 #endif
   for (int r = 0; r < RB; r++) {
     const float sc = s_l[par][r][tid];
@@ -744,7 +729,7 @@ CLATTN_INLINE void port_values(__local const float (*s_l)[RB][WG], __local const
 #if FOLD_V
       for (int r = 0; r < RB; r++) acc[r] += p[r] * vv;
 #else
-      const float2 vs = KV_SS_UNPACK(ssw[u]);
+      const float2 vs = scale_shift_unpack(ssw[u]);
       for (int r = 0; r < RB; r++) {
         acc[r] += (p[r] * vs.x) * vv;
         sh[r] += p[r] * vs.y;
