@@ -45,8 +45,8 @@ typedef struct row {
  * ctx=8192 D=256 290 us with 2 splits, 334 with 3; D=128 B=8 ctx=32768 271
  * with 8 splits, 283 with 5; decode_mma_warps_per_cu, lib/decode_plan.c).
  * The portable form keeps 2 per SM and a work-item per key, 256 keys per
- * group: NVIDIA's compiler gives the kernel 130 registers, so groups of 128
- * run 3 per SM, not 4 (`clattn tune`, CLATTN_PORTABLE=1, f16 D=128: B=1
+ * group: NVIDIA's compiler gives the kernel 128-130 registers (128 since
+ * 680983c), so groups of 128 run 3 per SM, not 4 (`clattn tune`, CLATTN_PORTABLE=1, f16 D=128: B=1
  * ctx=32768, B=64 ctx=4096 / 32768 0.096 / 0.419 / 2.960 ms against 0.105 /
  * 0.605 / 4.485 with 128 keys; f25e022's kernel had 128 registers and 0.397
  * / 2.800 ms with 128 keys, tools/PERF.md; 16 lanes per key 2.2x the time,
