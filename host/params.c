@@ -46,8 +46,8 @@ typedef struct row {
  * with 8 splits, 283 with 5; decode_mma_warps_per_cu, lib/decode_plan.c).
  * The portable form keeps 2 per SM and a work-item per key, 256 keys per
  * group: NVIDIA's compiler gives the kernel 128-130 registers (128 since
- * 680983c), so groups of 128 run 3 per SM, not 4 (`clattn tune`, CLATTN_PORTABLE=1, f16 D=128: B=1
- * ctx=32768, B=64 ctx=4096 / 32768 0.096 / 0.419 / 2.960 ms against 0.105 /
+ * 680983c), so groups of 128 run 3 per SM, not 4 (`clattn tune`,
+ * CLATTN_PORTABLE=1, f16 D=128: B=1 ctx=32768, B=64 ctx=4096 / 32768 0.096 / 0.419 / 2.960 ms against 0.105 /
  * 0.605 / 4.485 with 128 keys; f25e022's kernel had 128 registers and 0.397
  * / 2.800 ms with 128 keys, tools/PERF.md; 16 lanes per key 2.2x the time,
  * staged K tiles no gain).
@@ -103,13 +103,18 @@ typedef struct row {
  * waves per SIMD, as assumed below; int4 of 4 groups 168 / 164 and fp8 142
  * / 134, 3 (decode_port_waves = 4 would cap them at 128 with 12-24 bytes of
  * scratch: left to the tuner); no scratch in any. RDNA (groups of 128):
- * 111-118 VGPRs, 8-9 waves per SIMD32 on gfx1030, 12 on gfx1100.
+ * 111-118 VGPRs, 8-9 waves per SIMD32 on gfx1030, 12 on gfx1100. Not
+ * mended: with an additive bias the portable decode takes all 512 VGPRs
+ * and 256-316 bytes of scratch on CDNA (one wave per SIMD; the per-row bias
+ * loads, 123 VGPRs when all rows read one address), not on RDNA; so do
+ * quantized K rows read as shifted 16-byte words (decode_kq_wide = 2, a
+ * tuner's choice: 84-148 bytes).
  * CDNA (gfx9: MI200 gfx90a, MI300 gfx942) runs wave64 on 4 SIMDs per CU
  * with 64 KiB of LDS per work-group: a group of 256 work-items is one wave
  * per SIMD, and 4 groups per CU (16 waves, 4 per SIMD) is the occupancy that
  * hides HBM latency on a GPU that hides it by waves, not by loads in flight
- * per thread; 32x32 ReRoPE tiles of D <= 256
- * in f32 (K 32 KiB, V 32 KiB at D = 256 are the most) fit its LDS. RDNA
+ * per thread; 32x32 ReRoPE tiles of D <= 256 in f32 (K 32 KiB, V 32 KiB
+ * at D = 256 are the most) fit its LDS. RDNA
  * (gfx10/11) runs wave32 on WGPs of two CUs: NVIDIA's warp-sized choices
  * (groups of 128 = 4 waves, 2 per CU) carry over. Both keep the one-launch
  * merge of up to 8 splits (ROCm has cl_khr_int64_base_atomics; without it
