@@ -295,12 +295,20 @@ static inline dseq decode_seq(int b, int Mq, long sqb, long sqm, __global const 
  * score, so a variant of the logits or the mask is one function here, not a
  * branch in each loop. Logits are in log2 units (q was scaled by scale log2 e). */
 
-/* The logit of query m of head h, key j of sequence b, after q . k: the
- * additive bias (HAS_BIAS). Called for keys and rows that exist. */
+/* The additive terms of the logit of query m of head h, key j of sequence
+ * b, besides q . k: the bias (HAS_BIAS only). A form may start its sum from
+ * them (the portable score pass does). Called for keys and rows that exist. */
+static inline float decode_logit_terms(__global const float *bias, clattn_view4 bv, int b, int h, int m,
+                                       int j) {
+  return LOG2E * bias[bv.off + b * bv.s0 + h * bv.s1 + m * bv.s2 + j * bv.s3];
+}
+
+/* The logit of query m of head h, key j of sequence b, after q . k: x plus
+ * its additive terms. Called for keys and rows that exist. */
 static inline float decode_logit(float x, __global const float *bias, clattn_view4 bv, int b, int h,
                                  int m, int j) {
 #if HAS_BIAS
-  x += LOG2E * bias[bv.off + b * bv.s0 + h * bv.s1 + m * bv.s2 + j * bv.s3];
+  x += decode_logit_terms(bias, bv, b, h, m, j);
 #else
   (void)bias, (void)bv, (void)b, (void)h, (void)m, (void)j;
 #endif
@@ -536,7 +544,7 @@ CLATTN_INLINE void port_scores(__local float (*s_l)[RB][WG], __local int (*tmax_
                                __global const float *bias, clattn_view4 bv, const int lim[RB],
                                int t0, const port_at *at, __global int *err_flag) {
   const int tid = at->tid, j = t0 + tid;
-  (void)vrow_l, (void)qsum_l, (void)kstage, (void)k_ss;
+  (void)vrow_l, (void)qsum_l, (void)kstage, (void)k_ss, (void)bias, (void)bv;
 #if KSTAGE && KV_Q
   __local const uint *kq_l = (__local const uint *)kstage;
 #elif KSTAGE
@@ -557,8 +565,19 @@ CLATTN_INLINE void port_scores(__local float (*s_l)[RB][WG], __local int (*tmax_
 #else
       const float2 kss = (float2)(0.0f);
 #endif
+      /* the sums start from the logits' additive terms: read after the
+       * products, the rows' bias loads took CDNA's compiler (clang 16,
+       * gfx90a / gfx940, groups of 128) to all 512 VGPRs and 264 bytes of
+       * scratch, against 125 VGPRs and none (tools/check_amdgcn.py) */
       float sdot[RB];
-      for (int r = 0; r < RB; r++) sdot[r] = 0.0f;
+      for (int r = 0; r < RB; r++) {
+        const int rr = at->r0 + r;
+        sdot[r] = 0.0f;
+#if HAS_BIAS
+        if (rr < at->rows)
+          sdot[r] = decode_logit_terms(bias, bv, at->b, at->hk * at->G + rr % at->G, rr / at->G, j);
+#endif
+      }
 #if KQ_WIDE && KV_Q
       uint kw[KQ_X];
       kq_row_words(k, row, kw);
@@ -595,13 +614,7 @@ CLATTN_INLINE void port_scores(__local float (*s_l)[RB][WG], __local int (*tmax_
         for (int r = 0; r < RB; r++) sdot[r] += part[r].x + part[r].y;
 #endif
       }
-      for (int r = 0; r < RB; r++) {
-        float s = sdot[r];
-        const int rr = at->r0 + r;
-        if (rr < at->rows)
-          s = decode_logit(s, bias, bv, at->b, at->hk * at->G + rr % at->G, rr / at->G, j);
-        sc[r] = (j < lim[r]) ? s : -INFINITY;
-      }
+      for (int r = 0; r < RB; r++) sc[r] = (j < lim[r]) ? sdot[r] : -INFINITY;
     }
   }
   for (int r = 0; r < RB; r++) {

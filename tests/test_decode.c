@@ -590,7 +590,7 @@ static void test_serial(void) {
 
 /* The work-group kernel (the portable form the GPU rows take) where a
  * device's row takes another (CPUs: the serial form): the dtype, head-dim,
- * paged, varlen, causal and split cases again. */
+ * paged, varlen, causal, bias and split cases again. */
 static void test_work_group(void) {
   clattn_force_path(1);
   test_dtypes();
@@ -598,6 +598,7 @@ static void test_work_group(void) {
   test_paged();
   test_varlen();
   test_causal();
+  test_bias();
   test_splits();
   clattn_force_path(0);
 }

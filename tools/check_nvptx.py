@@ -55,6 +55,7 @@ float OV vload_half(size_t i, const __local half *p) { return h2f_(((const __loc
 float OV vload_half(size_t i, const __private half *p) { return h2f_(((const __private ushort *)p)[i]); }
 float2 OV vload_half2(size_t i, const __private half *p) { return (float2)(h2f_(((const __private ushort *)p)[2*i]), h2f_(((const __private ushort *)p)[2*i+1])); }
 float4 OV vload_half4(size_t i, const __global half *p) { const __global ushort *u = (const __global ushort *)p + 4*i; return (float4)(h2f_(u[0]), h2f_(u[1]), h2f_(u[2]), h2f_(u[3])); }
+float8 OV vload_half8(size_t i, const __global half *p) { const __global ushort *u = (const __global ushort *)p + 8*i; return (float8)(h2f_(u[0]), h2f_(u[1]), h2f_(u[2]), h2f_(u[3]), h2f_(u[4]), h2f_(u[5]), h2f_(u[6]), h2f_(u[7])); }
 float8 OV vload8(size_t i, const __local float *p) { p += 8 * i; return (float8)(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]); }
 void OV vstore8(float8 v, size_t i, __local float *p) { p += 8 * i; p[0] = v.s0; p[1] = v.s1; p[2] = v.s2; p[3] = v.s3; p[4] = v.s4; p[5] = v.s5; p[6] = v.s6; p[7] = v.s7; }
 float OV dot(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
