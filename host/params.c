@@ -103,12 +103,11 @@ typedef struct row {
  * waves per SIMD, as assumed below; int4 of 4 groups 168 / 164 and fp8 142
  * / 134, 3 (decode_port_waves = 4 would cap them at 128 with 12-24 bytes of
  * scratch: left to the tuner); no scratch in any. RDNA (groups of 128):
- * 111-118 VGPRs, 8-9 waves per SIMD32 on gfx1030, 12 on gfx1100. Not
- * mended: with an additive bias the portable decode takes all 512 VGPRs
- * and 256-316 bytes of scratch on CDNA (one wave per SIMD; the per-row bias
- * loads, 123 VGPRs when all rows read one address), not on RDNA; so do
- * quantized K rows read as shifted 16-byte words (decode_kq_wide = 2, a
- * tuner's choice: 84-148 bytes).
+ * 111-118 VGPRs, 8-9 waves per SIMD32 on gfx1030, 12 on gfx1100. With an
+ * additive bias 125 (it took all 512 and spilled before 7c2bb54, which
+ * reads the bias before the products). Left: quantized K rows read as
+ * shifted 16-byte words (decode_kq_wide = 2, a tuner's choice) spill 84-148
+ * bytes on CDNA.
  * CDNA (gfx9: MI200 gfx90a, MI300 gfx942) runs wave64 on 4 SIMDs per CU
  * with 64 KiB of LDS per work-group: a group of 256 work-items is one wave
  * per SIMD, and 4 groups per CU (16 waves, 4 per SIMD) is the occupancy that
