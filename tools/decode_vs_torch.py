@@ -89,6 +89,10 @@ def torch_times(B, Hq, Hkv, ctx, D, mq, causal, flush, repeat):
         if not HAVE_XFORMERS:
             raise ImportError("not installed")
         from xformers.ops import fmha
+        from xformers.ops.fmha import common as xf_common
+        # its Triton split-K needs none of the C++ part, which a source tree
+        # on PYTHONPATH lacks (the operator then refuses "CUDA" inputs)
+        xf_common._built_with_cuda = True
         qx = q.transpose(1, 2).reshape(B, mq, Hkv, Hq // Hkv, D)
         kx = k.transpose(1, 2)[:, :, :, None].expand(B, ctx, Hkv, Hq // Hkv, D)
         vx = v.transpose(1, 2)[:, :, :, None].expand(B, ctx, Hkv, Hq // Hkv, D)
