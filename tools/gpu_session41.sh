@@ -1,4 +1,4 @@
-# Session 41's GPU calls: `bash tools/gpu_session41.sh [ts|pf|ppf|torch|table|peel]...` (default: ts pf torch);
+# Session 41's GPU calls: `bash tools/gpu_session41.sh [ts|pf|ppf|torch|table|peel|cg]...` (default: ts pf torch);
 # the tuner's: `TUNE_S=590 bash tools/gpu_session34.sh tune` (and ptune).
 # ts: where B=1 decode's time goes: the tensor-core kernel with %globaltimer stamps per work-group
 #   (tools/exp/cl_ts: entry, first iteration, loop, partials stored, the one-launch merge; printf),
@@ -15,7 +15,7 @@ PARTS=${*:-ts pf torch}
 C=./build-gpubin/new/clattn
 # the experiments' kernel folders: bbfdf54's cl/ with tools/sweeps/session41_NAME.patch
 # (made here where git and patch are at hand; tools/exp travels with the tree)
-for x in pf ppf peel ts; do
+for x in pf ppf peel ts cg; do
   [ -d tools/exp/cl_$x ] || { mkdir -p tools/exp/cl_$x && git archive bbfdf54 cl | tar -x -C tools/exp/cl_$x --strip-components=1 &&
     patch -s -d tools/exp/cl_$x -p1 < tools/sweeps/session41_$x.patch; }
 done
@@ -71,5 +71,12 @@ SHAPES
   S="--shape 1/32/8/16384 --shape 1/32/8/32768"
   CLATTN_KERNEL_DIR=$PWD/tools/exp/cl_peel python3 tools/decode_vs_torch.py --clattn $C --repeat 20 $S 2>&1 |
     grep -v "WARN\|Please\|Memory-eff\|MORE_DET" | tee $OUT/torch_peel.txt
+fi
+if part cg; then # the one-launch merge's loads by ld.global.cg, in one round (tools/exp/cl_cg)
+  C=$C bash tools/gpu_checks.sh <<'SHAPES' | tee $OUT/cgcheck.txt
+CLATTN_KERNEL_DIR=tools/exp/cl_cg,CLATTN_BUILD_OPTIONS=-DML_CG=1 --batch 1 --ctx 16384 --lse
+CLATTN_KERNEL_DIR=tools/exp/cl_cg,CLATTN_BUILD_OPTIONS=-DML_CG=1 --batch 3 --ctx 9000 --varlen --bias --lse
+SHAPES
+  OUT=$OUT/ab5 REPEAT=${REPEAT:-20} timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session41e.txt
 fi
 true
