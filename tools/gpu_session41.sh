@@ -4,11 +4,13 @@
 #   (tools/exp/cl_ts: entry, first iteration, loop, partials stored, the one-launch merge; printf),
 #   summarised by tools/ts_summary.py;
 # pf: the L2 prefetch of the next iteration's float blocks (tools/exp/cl_pf, PF_NEXT iterations
-#   ahead): the CLI's checks, then tools/sweeps/session41a.txt with NVIDIA's register counts;
+#   ahead): the CLI's checks, then tools/sweeps/session41a.txt (registers: tools/check_nvptx.py);
 # ppf: the portable decode with OpenCL's prefetch() (tools/exp/cl_ppf, PORT_PF): whether NVIDIA's
 #   compiler emits it (its PTX in the program cache), the CLI's checks, tools/sweeps/session41b.txt;
 # torch: issue #20's small-batch rows beside cuDNN, HEAD's kernels and the prefetch's;
-# table: issue #20's whole table, with xformers' column where tools/exp/xf imports.
+# table: issue #20's whole table, with xformers' column where tools/exp/xf imports;
+# peel: the first iteration's blocks loaded before q (tools/exp/cl_peel); cg: the one-launch
+#   merge's partials by ld.global.cg, in one round (tools/exp/cl_cg). Results: tools/PERF.md session 41.
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-ts pf torch}
