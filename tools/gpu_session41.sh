@@ -1,4 +1,4 @@
-# Session 41's GPU calls: `bash tools/gpu_session41.sh [ts|pf|ppf|torch|table|peel|cg]...` (default: ts pf torch);
+# Session 41's GPU calls: `bash tools/gpu_session41.sh [ts|pf|ppf|torch|table|peel|cg|ts2]...` (default: ts pf torch);
 # the tuner's: `TUNE_S=590 bash tools/gpu_session34.sh tune` (and ptune).
 # ts: where B=1 decode's time goes: the tensor-core kernel with %globaltimer stamps per work-group
 #   (tools/exp/cl_ts: entry, first iteration, loop, partials stored, the one-launch merge; printf),
@@ -17,7 +17,7 @@ PARTS=${*:-ts pf torch}
 C=./build-gpubin/new/clattn
 # the experiments' kernel folders: bbfdf54's cl/ with tools/sweeps/session41_NAME.patch
 # (made here where git and patch are at hand; tools/exp travels with the tree)
-for x in pf ppf peel ts cg; do
+for x in pf ppf peel ts cg ts2; do
   [ -d tools/exp/cl_$x ] || { mkdir -p tools/exp/cl_$x && git archive bbfdf54 cl | tar -x -C tools/exp/cl_$x --strip-components=1 &&
     patch -s -d tools/exp/cl_$x -p1 < tools/sweeps/session41_$x.patch; }
 done
@@ -80,5 +80,17 @@ CLATTN_KERNEL_DIR=tools/exp/cl_cg,CLATTN_BUILD_OPTIONS=-DML_CG=1 --batch 1 --ctx
 CLATTN_KERNEL_DIR=tools/exp/cl_cg,CLATTN_BUILD_OPTIONS=-DML_CG=1 --batch 3 --ctx 9000 --varlen --bias --lse
 SHAPES
   OUT=$OUT/ab5 REPEAT=${REPEAT:-20} timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session41e.txt
+fi
+if part ts2; then # the one-launch merge's time split: ticket, lse round(s), o rounds, stores (tools/exp/cl_ts2)
+  for ctx in 4096 16384; do
+    CLATTN_KERNEL_DIR=$PWD/tools/exp/cl_ts2 timeout 60 $C run decode --batch 1 --heads 32 --kv-heads 8 \
+      --ctx $ctx --repeat 5 --no-check > $OUT/ts2_$ctx.txt 2>&1
+    echo "== ctx $ctx: $(grep -E '^time:' $OUT/ts2_$ctx.txt)"
+    python3 tools/ts_summary.py $OUT/ts2_$ctx.txt | tail -10
+    python3 -c "import sys, statistics as st
+r = [[int(x) for x in l.split()[1:]] for l in open(sys.argv[1]) if l.startswith('TM')]
+c = [[(x[i + 1] - x[i]) / 1e3 for x in r] for i in range(4)]
+print('merging groups (%d): ticket %.2f, lse %.2f, o %.2f, stores %.2f us (medians)' % ((len(r),) + tuple(st.median(v) for v in c)))" $OUT/ts2_$ctx.txt
+  done 2>&1 | tee $OUT/ts2.txt
 fi
 true
