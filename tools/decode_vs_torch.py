@@ -2,9 +2,9 @@
 
 For each shape, times `clattn run decode ... --repeat R --no-check` (the CLI's median
 device time, L2 flushed before each run) and torch 2.x SDPA with `enable_gqa` on the
-cuDNN and flash backends (and xformers' Triton split-K where it is installed), each a
-CUDA-graph replay timed with CUDA events, the L2 flushed before every replay as the CLI
-does. Prints the times and clattn's time over each peer's (below 1: clattn faster).
+cuDNN and flash backends (and xformers' Triton split-K where it imports: installed, or its
+Python source on PYTHONPATH as DEVELOPERS.md says), each a CUDA-graph replay timed with
+CUDA events, the L2 flushed before every replay as the CLI does. Prints the times and clattn's time over each peer's (below 1: clattn faster).
 
     python3 tools/decode_vs_torch.py --clattn build-gpubin/new/clattn            # issue #20's table
     python3 tools/decode_vs_torch.py --clattn ./clattn --shape 1/32/8/4096/128   # B/Hq/Hkv/ctx/D
@@ -23,6 +23,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 try:
     import xformers  # noqa: F401  (its Triton split-K kernel is a third peer where installed)
+    from xformers.ops.fmha import common as xf_common
+    # the Triton split-K needs none of the C++ part, which a source tree on
+    # PYTHONPATH lacks (the operator then refuses "CUDA" inputs)
+    xf_common._built_with_cuda = True
     HAVE_XFORMERS = True
 except ImportError:
     HAVE_XFORMERS = False
@@ -89,10 +93,6 @@ def torch_times(B, Hq, Hkv, ctx, D, mq, causal, flush, repeat):
         if not HAVE_XFORMERS:
             raise ImportError("not installed")
         from xformers.ops import fmha
-        from xformers.ops.fmha import common as xf_common
-        # its Triton split-K needs none of the C++ part, which a source tree
-        # on PYTHONPATH lacks (the operator then refuses "CUDA" inputs)
-        xf_common._built_with_cuda = True
         qx = q.transpose(1, 2).reshape(B, mq, Hkv, Hq // Hkv, D)
         kx = k.transpose(1, 2)[:, :, :, None].expand(B, ctx, Hkv, Hq // Hkv, D)
         vx = v.transpose(1, 2)[:, :, :, None].expand(B, ctx, Hkv, Hq // Hkv, D)

@@ -39,7 +39,7 @@ SHAPES
   printf "decode_mma_small_wg=0\n" > /tmp/sw0.txt; printf "decode_mma_small_blocks=1\n" > /tmp/nb1.txt; printf "decode_mma_small_blocks=3\n" > /tmp/nb3.txt
   OUT=$OUT/ab1 REPEAT=${REPEAT:-20} timeout ${AB_S:-240} bash tools/gpu_ab_cl.sh tools/sweeps/session41a.txt
 fi
-if part ppf; then
+if part ppf; then {
   CLATTN_CACHE_DIR=/tmp/ppf-cache CLATTN_PORTABLE=1 CLATTN_KERNEL_DIR=$PWD/tools/exp/cl_ppf CLATTN_BUILD_OPTIONS=-DPORT_PF=2 \
     $C run decode --batch 2 --heads 32 --kv-heads 8 --ctx 4096 --repeat 1 --no-check > /dev/null 2>&1
   echo "prefetch in the PTX: $(grep -a -o 'prefetch[.a-zA-Z0-9]*' -r /tmp/ppf-cache | sort | uniq -c | tr '\n' ' ')"
@@ -49,7 +49,7 @@ CLATTN_PORTABLE=1,CLATTN_KERNEL_DIR=tools/exp/cl_ppf,CLATTN_BUILD_OPTIONS=-DPORT
 CLATTN_PORTABLE=1,CLATTN_KERNEL_DIR=tools/exp/cl_ppf,CLATTN_BUILD_OPTIONS=-DPORT_PF=1 --batch 2 --ctx 5000 --kv-dtype fp8 --q-len 3 --causal
 SHAPES
   OUT=$OUT/ab2 REPEAT=${REPEAT:-20} timeout ${AB_S:-240} bash tools/gpu_ab_cl.sh tools/sweeps/session41b.txt
-fi 2>&1 | tee $OUT/ppf.txt
+} 2>&1 | tee $OUT/ppf.txt; fi
 # xformers' Python (tools/exp/xf: facebookresearch/xformers 4c82fc33's xformers/, no C++ part)
 # gives decode_vs_torch.py its Triton split-K column
 [ -d tools/exp/xf/xformers ] && export PYTHONPATH=$PWD/tools/exp/xf${PYTHONPATH:+:$PYTHONPATH}
