@@ -9,3 +9,10 @@ export CLATTN_KERNEL_DIR=${CLATTN_KERNEL_DIR:-$PWD/cl}
 export CLATTN_CACHE_DIR=/tmp/clattn-cache
 # The session scripts' parts: `part NAME` is true when NAME is among $PARTS (their arguments).
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+# An experiment's kernel folder: tools/exp/NAME made from commit REV's cl/ with PATCH applied
+# (if given), unless it exists; run where git and patch are at hand (tools/exp travels with the tree).
+exp_cl() {
+  [ -d tools/exp/$1 ] && return 0
+  mkdir -p tools/exp/$1 && git archive $2 cl | tar -x -C tools/exp/$1 --strip-components=1 &&
+    { [ -z "$3" ] || patch -s -d tools/exp/$1 -p1 < $3; }
+}

@@ -81,10 +81,7 @@ CLATTN_X=0 --batch 1 --ctx 4096 --splits 40
 SHAPES
   OUT=$OUT/ab3 REPEAT=${REPEAT:-20} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session37c.txt
 fi 2>&1 | tee $OUT/merge.txt
-if part mlast && [ ! -d tools/exp/cl_ml ]; then # 81b8fb6's cl/ with the experiment macros
-  mkdir -p tools/exp/cl_ml && git archive 81b8fb6 cl | tar -x -C tools/exp/cl_ml --strip-components=1 &&
-    patch -d tools/exp/cl_ml -p1 < tools/sweeps/session37d.patch
-fi
+part mlast && exp_cl cl_ml 81b8fb6 tools/sweeps/session37d.patch # 81b8fb6's cl/ with the experiment macros
 part mlast && strings /usr/local/nvidia/lib64/libnvidia-opencl.so.1 | grep -o 'cl_khr_int64_[a-z_]*' | sort -u | tee $OUT/int64.txt
 part mlast && OUT=$OUT/ab4 REPEAT=${REPEAT:-20} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session37d.txt
 if part tmax; then
@@ -98,10 +95,7 @@ SHAPES
   OUT=$OUT/ab5 REPEAT=${REPEAT:-20} timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session37e.txt
 fi 2>&1 | tee $OUT/tmax.txt
 if part dvovl; then # prepared, not run in session 37
-  if [ ! -d tools/exp/cl_dv ]; then
-    mkdir -p tools/exp/cl_dv && git archive 16c88e3 cl | tar -x -C tools/exp/cl_dv --strip-components=1 &&
-      patch -d tools/exp/cl_dv -p1 < tools/sweeps/session37f.patch
-  fi
+  exp_cl cl_dv 16c88e3 tools/sweeps/session37f.patch
   for a in "--head-dim 64 --causal" "--head-dim 64 --kv-heads 2" "--head-dim 48 --causal --dtype bf16"; do
     echo "== dvovl $a: $(CLATTN_KERNEL_DIR=$PWD/tools/exp/cl_dv CLATTN_BUILD_OPTIONS=-DEXP_DVOVL=1 timeout 120 \
       $C run rerope --heads 4 --n 700 --window 300 --backward --repeat 1 $a 2>&1 |

@@ -31,10 +31,7 @@ SHAPES
     tee $OUT/decode_vs_torch.txt
 fi 2>&1 | tee $OUT/ml.txt
 if part ml2; then
-  if [ ! -d tools/exp/cl_ml2 ]; then
-    mkdir -p tools/exp/cl_ml2 && git archive f1518d8 cl | tar -x -C tools/exp/cl_ml2 --strip-components=1 &&
-      patch -d tools/exp/cl_ml2 -p1 < tools/sweeps/session38c.patch
-  fi
+  exp_cl cl_ml2 f1518d8 tools/sweeps/session38c.patch
   for a in "--batch 1 --ctx 16384 --lse" "--batch 2 --ctx 16384 --q-len 2 --causal --dtype bf16" \
            "--batch 3 --ctx 5000 --varlen --paged --lse" "--batch 1 --ctx 8192 --head-dim 80 --splits 11"; do
     echo "== one16 $a: $(CLATTN_KERNEL_DIR=$PWD/tools/exp/cl_ml2 CLATTN_BUILD_OPTIONS="-DEXP_ONE=1 -DML_O=16" \
@@ -43,10 +40,7 @@ if part ml2; then
   OUT=$OUT/ab9 REPEAT=${REPEAT:-20} timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session38c.txt
 fi
 if part fexp; then
-  if [ ! -d tools/exp/cl_fx ]; then
-    mkdir -p tools/exp/cl_fx && git archive e60d272 cl | tar -x -C tools/exp/cl_fx --strip-components=1 &&
-      patch -d tools/exp/cl_fx -p1 < tools/sweeps/session38a.patch
-  fi
+  exp_cl cl_fx e60d272 tools/sweeps/session38a.patch
   for o in -DEXP_POLY=1 -DEXP_POLY=2 -DEXP_POLY=3 -DEXP_BPOLY=1; do
     for a in "--head-dim 64 --causal" "--head-dim 64" "--head-dim 128 --causal --kv-heads 2" "--head-dim 64 --dtype bf16" "--head-dim 64 --causal --backward"; do
       echo "== $o $a: $(CLATTN_KERNEL_DIR=$PWD/tools/exp/cl_fx CLATTN_BUILD_OPTIONS=$o timeout 60 \

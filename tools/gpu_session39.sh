@@ -19,10 +19,7 @@ if part pcap; then
   OUT=$OUT/ab10 REPEAT=${REPEAT:-20} timeout ${AB_S:-240} bash tools/gpu_ab_cl.sh tools/sweeps/session39a.txt
 fi
 if part kpre; then
-  if [ ! -d tools/exp/cl_kpre ]; then
-    mkdir -p tools/exp/cl_kpre && git archive 2c0335a cl | tar -x -C tools/exp/cl_kpre --strip-components=1 &&
-      patch -d tools/exp/cl_kpre -p1 < tools/sweeps/session39b.patch
-  fi
+  exp_cl cl_kpre 2c0335a tools/sweeps/session39b.patch
   for a in "--batch 2 --ctx 5000 --kv-dtype int4 --lse" "--batch 3 --ctx 3000 --kv-dtype int4 --paged --varlen --q-len 2 --causal" \
            "--batch 2 --ctx 5000 --kv-dtype int4g4 --splits 3" "--batch 2 --ctx 4000 --kv-dtype fp8 --head-dim 80 --bias"; do
     echo "== kpre $a: $(CLATTN_PORTABLE=1 CLATTN_TUNING_FILE=/tmp/kq0.txt CLATTN_KERNEL_DIR=$PWD/tools/exp/cl_kpre \

@@ -12,9 +12,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-fchain waves}
 C=./build-gpubin/new/clattn
 if part fchain; then
-  for x in cl_s39:0be789c cl_fc:fcb3dfa cl_fold:680983c; do
-    [ -d tools/exp/${x%:*} ] || { mkdir -p tools/exp/${x%:*} && git archive ${x#*:} cl | tar -x -C tools/exp/${x%:*} --strip-components=1; }
-  done
+  exp_cl cl_s39 0be789c && exp_cl cl_fc fcb3dfa && exp_cl cl_fold 680983c
   C=$C bash tools/gpu_checks.sh <<'SHAPES' | tee $OUT/fccheck.txt
 CLATTN_PORTABLE=1 --batch 4 --ctx 8192 --lse
 CLATTN_PORTABLE=1 --batch 2 --ctx 5000 --kv-dtype int4 --paged

@@ -17,10 +17,7 @@ PARTS=${*:-ts pf torch}
 C=./build-gpubin/new/clattn
 # the experiments' kernel folders: bbfdf54's cl/ with tools/sweeps/session41_NAME.patch
 # (made here where git and patch are at hand; tools/exp travels with the tree)
-for x in pf ppf peel ts cg ts2; do
-  [ -d tools/exp/cl_$x ] || { mkdir -p tools/exp/cl_$x && git archive bbfdf54 cl | tar -x -C tools/exp/cl_$x --strip-components=1 &&
-    patch -s -d tools/exp/cl_$x -p1 < tools/sweeps/session41_$x.patch; }
-done
+for x in pf ppf peel ts cg ts2; do exp_cl cl_$x bbfdf54 tools/sweeps/session41_$x.patch; done
 if part ts; then
   for ctx in 4096 16384 32768; do
     CLATTN_KERNEL_DIR=$PWD/tools/exp/cl_ts timeout 60 $C run decode --batch 1 --heads 32 --kv-heads 8 \

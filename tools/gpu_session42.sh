@@ -1,0 +1,26 @@
+# Session 42's GPU calls: `bash tools/gpu_session42.sh [table|rr|mq]...` (default: table rr mq);
+# the tuner's: `TUNE_S=590 bash tools/gpu_session34.sh tune` (and ptune).
+# table: issue #20's table (tools/decode_vs_torch.py, xformers' column where tools/exp/xf imports);
+# rr: issue #21's table (tools/rerope_vs_torch.py, as tools/gpu_session37.sh rr);
+# mq: Mq = 2 and 4 causal at 5-8 splits, one launch against two (tools/sweeps/session42a.txt;
+#   the tests' one-launch cases natively first). Results: tools/PERF.md session 42.
+. tools/gpu_env.sh
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+PARTS=${*:-table rr mq}
+C=./build-gpubin/new/clattn
+[ -d tools/exp/xf/xformers ] && export PYTHONPATH=$PWD/tools/exp/xf${PYTHONPATH:+:$PYTHONPATH}
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee $OUT/gpu.txt
+part table && python3 tools/decode_vs_torch.py --clattn $C --repeat 20 2>&1 |
+  grep -v "WARN\|Please\|Memory-eff\|MORE_DET" | tee $OUT/table.txt
+part rr && PYTHONUNBUFFERED=1 timeout 200 python3 tools/rerope_vs_torch.py --clattn $C --repeat 5 \
+  --seed-bwd-max-d 64 --shape 1/32/8192/64/2048/causal --shape 1/32/8192/64/2048 \
+  --shape 1/32/8192/128/2048/causal --shape 1/32/8192/128/8192/causal 2>&1 | tee $OUT/rerope_vs_torch.txt
+if part mq; then
+  printf "decode_merge_last=32\n" > /tmp/ml32.txt; printf "decode_merge_last=0\n" > /tmp/ml0.txt
+  C=$C bash tools/gpu_checks.sh <<'SHAPES' | tee $OUT/mqcheck.txt
+CLATTN_TUNING_FILE=/tmp/ml32.txt --batch 1 --ctx 8192 --q-len 4 --causal --splits 8 --lse
+CLATTN_TUNING_FILE=/tmp/ml32.txt --batch 4 --ctx 7000 --q-len 4 --causal --splits 6 --varlen --bias
+SHAPES
+  OUT=$OUT/ab1 REPEAT=${REPEAT:-20} timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session42a.txt
+fi
+true
