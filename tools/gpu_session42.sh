@@ -2,11 +2,13 @@
 # the tuner's: `TUNE_S=590 bash tools/gpu_session34.sh tune` (and ptune).
 # table: issue #20's table (tools/decode_vs_torch.py, xformers' column where tools/exp/xf imports);
 # rr: issue #21's table (tools/rerope_vs_torch.py, as tools/gpu_session37.sh rr);
-# mq: Mq = 2 and 4 causal at 5-8 splits, one launch against two (tools/sweeps/session42a.txt;
-#   the tests' one-launch cases natively first). Results: tools/PERF.md session 42.
+# mq: Mq = 2 and 4 causal at 5-8 splits, one launch against two (tools/sweeps/session42a.txt,
+#   the CLI's checks of one launch first);
+# h200: B=1 decode's split counts and blocks in flight, the warpgroup MMA forward against
+#   mma.sync (tools/sweeps/session42b.txt). Results: tools/PERF.md session 42.
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
-PARTS=${*:-table rr mq}
+PARTS=${*:-table rr mq h200}
 C=./build-gpubin/new/clattn
 [ -d tools/exp/xf/xformers ] && export PYTHONPATH=$PWD/tools/exp/xf${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee $OUT/gpu.txt
@@ -22,5 +24,15 @@ CLATTN_TUNING_FILE=/tmp/ml32.txt --batch 1 --ctx 8192 --q-len 4 --causal --split
 CLATTN_TUNING_FILE=/tmp/ml32.txt --batch 4 --ctx 7000 --q-len 4 --causal --splits 6 --varlen --bias
 SHAPES
   OUT=$OUT/ab1 REPEAT=${REPEAT:-20} timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session42a.txt
+fi
+if part h200; then
+  printf "decode_mma_small_blocks=1\n" > /tmp/nb1.txt; printf "decode_mma_small_blocks=3\n" > /tmp/nb3.txt
+  printf "decode_mma_small_wg=0\n" > /tmp/sw0.txt
+  printf "rerope_wgmma=0\nrerope_wgmma_maxnreg=128\n" > /tmp/wg0.txt
+  for a in "--head-dim 128 --causal" "--head-dim 64" "--head-dim 128 --window 5000 --causal"; do
+    echo "== wg0 $a: $(CLATTN_TUNING_FILE=/tmp/wg0.txt timeout 120 $C run rerope --heads 4 --n 700 --window 300 \
+      --repeat 1 $a 2>&1 | grep -E 'kernels|FAIL|rror|check' | tr '\n' ' ')"
+  done 2>&1 | tee $OUT/wgcheck.txt
+  OUT=$OUT/ab2 REPEAT=${REPEAT:-20} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session42b.txt
 fi
 true
