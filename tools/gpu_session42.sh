@@ -5,7 +5,9 @@
 # mq: Mq = 2 and 4 causal at 5-8 splits, one launch against two (tools/sweeps/session42a.txt,
 #   the CLI's checks of one launch first);
 # h200: B=1 decode's split counts and blocks in flight, the warpgroup MMA forward against
-#   mma.sync (tools/sweeps/session42b.txt). Results: tools/PERF.md session 42.
+#   mma.sync (tools/sweeps/session42b.txt);
+# rtune: `clattn tune --family rerope-bwd`, then `--family rerope` (never run on a GPU before).
+# Results: tools/PERF.md session 42.
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-table rr mq h200}
@@ -35,4 +37,8 @@ if part h200; then
   done 2>&1 | tee $OUT/wgcheck.txt
   OUT=$OUT/ab2 REPEAT=${REPEAT:-20} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session42b.txt
 fi
+for f in rerope-bwd rerope; do
+  part rtune && /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-280} $C tune --family $f --out $OUT/tune-$f.txt 2>&1 |
+    tee $OUT/tune-$f.log | tail -25
+done
 true
