@@ -6,7 +6,9 @@
 #   the CLI's checks of one launch first);
 # h200: B=1 decode's split counts and blocks in flight, the warpgroup MMA forward against
 #   mma.sync (tools/sweeps/session42b.txt);
-# rtune: `clattn tune --family rerope-bwd`, then `--family rerope` (never run on a GPU before).
+# rtune: `clattn tune --family rerope-bwd`, then `--family rerope` (never run on a GPU before);
+# dq64: the wrong dq that rtune found (warpgroup MMA, D = 64, dq's key tiles of 64): the CLI's
+#   checks under variations, and NVIDIA's PTX of each program (the disk cache's entries) in $OUT.
 # Results: tools/PERF.md session 42.
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -36,6 +38,16 @@ if part h200; then
       --repeat 1 $a 2>&1 | grep -E 'kernels|FAIL|rror|check' | tr '\n' ' ')"
   done 2>&1 | tee $OUT/wgcheck.txt
   OUT=$OUT/ab2 REPEAT=${REPEAT:-20} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session42b.txt
+fi
+if part dq64; then
+  for v in "bn64:rerope_bwd_block_n=64" "bn32:rerope_bwd_block_n=32" "bn64s1:rerope_bwd_block_n=64 rerope_bwd_stages=1" \
+           "bn64nocap:rerope_bwd_block_n=64 rerope_wgmma_maxnreg=0" "bn64mma:rerope_bwd_block_n=64 rerope_bwd_wgmma=1" \
+           "d32bn32:rerope_bwd_block_n=32" "d32bn64:rerope_bwd_block_n=64"; do
+    name=${v%%:*}; printf "%s\n" ${v#*:} > /tmp/t_$name.txt; d=64; case $name in d32*) d=32 ;; esac
+    mkdir -p $OUT/ptx_$name
+    echo "== $name D=$d: $(CLATTN_CACHE_DIR=$OUT/ptx_$name CLATTN_TUNING_FILE=/tmp/t_$name.txt timeout 120 $C run rerope \
+      --heads 4 --n 700 --window 300 --head-dim $d --causal --backward --repeat 1 2>&1 | grep -E 'kernels|FAIL|rror|check' | tr '\n' ' ')"
+  done 2>&1 | tee $OUT/dq64.txt
 fi
 for f in rerope-bwd rerope; do
   part rtune && /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-280} $C tune --family $f --out $OUT/tune-$f.txt 2>&1 |
