@@ -8,7 +8,10 @@
 #   mma.sync (tools/sweeps/session42b.txt);
 # rtune: `clattn tune --family rerope-bwd`, then `--family rerope` (never run on a GPU before);
 # dq64: the wrong dq that rtune found (warpgroup MMA, D = 64, dq's key tiles of 64): the CLI's
-#   checks under variations, and NVIDIA's PTX of each program (the disk cache's entries) in $OUT.
+#   checks under variations, and NVIDIA's PTX of each program (the disk cache's entries) in $OUT;
+# dqx: that dq kernel's variations (tools/exp/cl_dq from tools/sweeps/session42_dq.patch, -DDQX=1..6:
+#   S and dP chains in halves, dq's chain in halves, S and dP waited apart, a barrier before dq's
+#   chain, dq's chain one instruction at a time, S and dP's accumulators zeroed first).
 # Results: tools/PERF.md session 42.
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -48,6 +51,15 @@ if part dq64; then
     echo "== $name D=$d: $(CLATTN_CACHE_DIR=$OUT/ptx_$name CLATTN_TUNING_FILE=/tmp/t_$name.txt timeout 120 $C run rerope \
       --heads 4 --n 700 --window 300 --head-dim $d --causal --backward --repeat 1 2>&1 | grep -E 'kernels|FAIL|rror|check' | tr '\n' ' ')"
   done 2>&1 | tee $OUT/dq64.txt
+fi
+if part dqx; then
+  exp_cl cl_dq f7df54e tools/sweeps/session42_dq.patch
+  printf "rerope_bwd_block_n=64\n" > /tmp/t_bn64.txt
+  for x in 0 1 2 3 4 5 6; do
+    echo "== DQX=$x: $(CLATTN_KERNEL_DIR=$PWD/tools/exp/cl_dq CLATTN_BUILD_OPTIONS=-DDQX=$x CLATTN_TUNING_FILE=/tmp/t_bn64.txt \
+      timeout 120 $C run rerope --heads 4 --n 700 --window 300 --head-dim 64 --causal --backward --repeat 1 2>&1 |
+      grep -E 'kernels|FAIL|rror|check dq' | tr '\n' ' ')"
+  done 2>&1 | tee $OUT/dqx.txt
 fi
 for f in rerope-bwd rerope; do
   part rtune && /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-280} $C tune --family $f --out $OUT/tune-$f.txt 2>&1 |
