@@ -254,12 +254,12 @@ static bool plan_phased(const clattn_context *ctx, const clattn_rr_problem *p, s
    * 2 or 3; emulated where 2): the same plan, tiles as core matrices without
    * padding. Z=1 H=32 N=8192 W=2048 causal, against mma.sync: H200 D = 64
    * 8% faster, D = 128 2.5%; H100 (tools/gpu_session31.sh) D = 64 3% faster,
-   * D = 96 11% and D = 128 5% slower. Never at D = 32: there the H100 gave
-   * a wrong dq (the CLI's checks: dq1, dq2 off by up to 2.1 with dq's key
-   * tiles of 32, right with 64; dk, dv, and D = 16, 48, 64 right; the
-   * emulation right; cause not found, tools/PERF.md session 35). */
+   * D = 96 11% and D = 128 5% slower. dq's key tiles of D (D = 32 with the
+   * default 32, D = 64 with rerope_bwd_block_n = 64) once gave a wrong dq on
+   * the H100; its chain now runs in halves there (cl/rerope_mma.clh
+   * WG_ROWS_HALVES, tools/PERF.md sessions 35 and 42). */
   const int wgm = tu->rerope_bwd_wgmma;
-  const int wgmma = wgm != 1 && p->D != 32 &&
+  const int wgmma = wgm != 1 &&
                     ((clattn_nv_wgmma_active(ctx) && (wgm != 0 || p->D <= 64)) || (wgm == 2 && emu > 0));
   if (wgmma) row = 2 * (size_t)p->D;
   const size_t local = ctx->profile.local_mem_bytes > emu ? ctx->profile.local_mem_bytes - emu : 0;

@@ -153,7 +153,7 @@ static bool runs_mma(const clattn_tensor *q, const clattn_tensor *k, const clatt
 
 void run_case(const rcase *c) {
   char name[256];
-  CASE_NAME(name, "rerope Z=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d W=%d %s%s%s%s%s%s%s scale=%g stages=%d mt=%d bn=%d cols=%d phases=%d qring=%d bm=%d st=%d wg=%d/%d/%d", c->Z, c->Hq,
+  CASE_NAME(name, "rerope Z=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d W=%d %s%s%s%s%s%s%s scale=%g stages=%d mt=%d bn=%d cols=%d phases=%d qring=%d bm=%d bbn=%d st=%d wg=%d/%d/%d", c->Z, c->Hq,
             c->Hkv, c->Nq, c->Nk, c->D, c->W, clattn_dtype_name(c->dt), c->causal ? " causal" : "",
             c->rotary ? (c->interleaved ? " rotary-interleaved" : " rotary-neox") : "",
             c->positions == 1   ? " pos"
@@ -164,7 +164,7 @@ void run_case(const rcase *c) {
             : c->path == 2 ? " mma"
                            : "",
             (double)c->scale, c->stages, c->warp_blocks, c->block_n, c->bwd_cols, c->phases - 1,
-            c->qring, c->bwd_bm, c->bwd_stages, c->wgmma, c->wg_bn, c->bwd_wgmma);
+            c->qring, c->bwd_bm, c->bwd_bn, c->bwd_stages, c->wgmma, c->wg_bn, c->bwd_wgmma);
   if (getenv("RR_ONLY") && !strstr(name, getenv("RR_ONLY"))) return;
   fprintf(stderr, "  %s\n", name);
   clattn_force_path(c->path);
@@ -177,6 +177,7 @@ void run_case(const rcase *c) {
   if (c->qring) fx.ctx->tuning.rerope_bwd_qring = c->qring;
   if (c->bwd_bm) fx.ctx->tuning.rerope_bwd_block_m = c->bwd_bm;
   if (c->bwd_stages) fx.ctx->tuning.rerope_bwd_stages = c->bwd_stages;
+  if (c->bwd_bn) fx.ctx->tuning.rerope_bwd_block_n = c->bwd_bn;
   if (c->wgmma) fx.ctx->tuning.rerope_wgmma = c->wgmma;
   if (c->wg_bn) fx.ctx->tuning.rerope_wgmma_block_n = c->wg_bn;
   if (c->bwd_wgmma) fx.ctx->tuning.rerope_bwd_wgmma = c->bwd_wgmma;
@@ -698,9 +699,9 @@ static void test_kernels_named(void) {
     fx.ctx->tuning.rerope_wgmma = 2;
     CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 0), "tensor cores (warpgroup MMA)");
     CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 1), "tensor cores");
-    /* the warpgroup backward everywhere, but never at D = 32 (lib/rerope.c plan_phased) */
+    /* the warpgroup backward everywhere, D = 32 included (its dq chain in halves, session 42) */
     fx.ctx->tuning.rerope_bwd_wgmma = 2;
-    if (d == 32) CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 1), "tensor cores");
+    if (d == 32) CU_ASSERT_STRING_EQUAL(clattn_rerope_kernels(fx.ctx, &p, 1), "tensor cores (warpgroup MMA)");
     fx.ctx->tuning = saved;
     p.v.shape[2] = N - 1;
     CU_ASSERT_PTR_NULL(clattn_rerope_kernels(fx.ctx, &p, 0));

@@ -27,6 +27,7 @@ typedef struct rcase {
   int qring;       /* the two-phase backward's rerope_bwd_qring (0: the row's) */
   int bwd_bm;      /* ... rerope_bwd_block_m, dk/dv's query tile (0: the row's) */
   int bwd_stages;  /* ... rerope_bwd_stages, dq's ring (0: the row's) */
+  int bwd_bn;      /* ... rerope_bwd_block_n, dq's key tile (0: the row's) */
   int wgmma;       /* the forward's rerope_wgmma: 2 warpgroup MMA (emulated off sm_90), 1 never (0: the row's) */
   int wg_bn;       /* ... rerope_wgmma_block_n, its keys per tile (0: the row's) */
   int bwd_wgmma;   /* the two-phase backward's rerope_bwd_wgmma (0: the row's) */

@@ -200,6 +200,19 @@ static void phased_cases(int wgmma) {
   c.interleaved = 0;
   c.positions = 0;
   run_case(&c);
+  /* dq's key tiles of D (D = 32 with the row's 32, D = 64 with 64): on
+   * warpgroup MMA its chain in halves (cl/rerope_mma.clh WG_ROWS_HALVES) */
+  c.rotary = 0;
+  c.D = 32;
+  c.causal = 1;
+  c.Hq = 4, c.Hkv = 2;
+  c.Nq = 70, c.Nk = 150;
+  c.W = 21;
+  run_case(&c);
+  c.D = 64;
+  c.bwd_bn = 64;
+  c.causal = 0;
+  run_case(&c);
 }
 
 /* phased_cases on mma.sync, then the one-pass kernels. */

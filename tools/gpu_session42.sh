@@ -11,7 +11,9 @@
 #   checks under variations, and NVIDIA's PTX of each program (the disk cache's entries) in $OUT;
 # dqx: that dq kernel's variations (tools/exp/cl_dq from tools/sweeps/session42_dq.patch, -DDQX=1..6:
 #   S and dP chains in halves, dq's chain in halves, S and dP waited apart, a barrier before dq's
-#   chain, dq's chain one instruction at a time, S and dP's accumulators zeroed first).
+#   chain, dq's chain one instruction at a time, S and dP's accumulators zeroed first);
+# dqfix: the fix (dq's chain in halves where its key tiles are D): the CLI's checks at D = 32 and
+#   64, test_rerope natively, then tools/sweeps/session42c.txt.
 # Results: tools/PERF.md session 42.
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -60,6 +62,18 @@ if part dqx; then
       timeout 120 $C run rerope --heads 4 --n 700 --window 300 --head-dim 64 --causal --backward --repeat 1 2>&1 |
       grep -E 'kernels|FAIL|rror|check dq' | tr '\n' ' ')"
   done 2>&1 | tee $OUT/dqx.txt
+fi
+if part dqfix; then
+  printf "rerope_bwd_block_n=64\n" > /tmp/t_bn64.txt; printf "rerope_bwd_wgmma=1\n" > /tmp/bw1.txt
+  for a in "--head-dim 32 --causal" "--head-dim 32 --kv-heads 2" "--head-dim 32 --causal --dtype bf16" \
+           "--head-dim 32 --on-the-fly --causal" "--head-dim 64 --causal" "--head-dim 64 --window 40"; do
+    for f in /dev/null /tmp/t_bn64.txt; do
+      echo "== $f $a: $(CLATTN_TUNING_FILE=$f timeout 120 $C run rerope --heads 4 --n 700 --window 300 --backward \
+        --repeat 1 $a 2>&1 | grep -E 'kernels|FAIL|rror|check d' | tr '\n' ' ')"
+    done
+  done 2>&1 | tee $OUT/dqfix.txt
+  timeout 300 ./build-gpubin/new/test_rerope > $OUT/test_rerope.txt 2>&1; echo "test_rerope: rc $?"; tail -8 $OUT/test_rerope.txt
+  OUT=$OUT/ab3 REPEAT=${REPEAT:-10} timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session42c.txt
 fi
 for f in rerope-bwd rerope; do
   part rtune && /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-280} $C tune --family $f --out $OUT/tune-$f.txt 2>&1 |
