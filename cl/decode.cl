@@ -154,6 +154,17 @@ static inline float8 affine8(float8 x, float2 ss) { return fma(x, (float8)(ss.x)
 #define NG 1
 #endif
 
+/* qs_l[i] = the sum of the (scaled) q elements of group i % NG of row i / NG
+ * of the rows q_l holds (D each); a quantized key's shift enters its score
+ * as shift times this sum. A macro: as a function, clang placed the
+ * portable kernel's blocks otherwise (tools/ptx_snapshot.sh). */
+#define Q_GROUP_SUM(qs_l, q_l, i)                                                                \
+  do {                                                                                           \
+    float sum_ = 0.0f;                                                                           \
+    for (int d_ = 0; d_ < D / NG; d_++) sum_ += (q_l)[((i) / NG) * D + ((i) % NG) * (D / NG) + d_]; \
+    (qs_l)[i] = sum_;                                                                            \
+  } while (0)
+
 /* Raises the tile's running max of a row with this work-item's score. Native
  * lanes combine the warp first (one atomic per warp, not per work-item: the
  * atomics of one row all hit one address and serialize). The whole group
