@@ -13,7 +13,9 @@
 #   S and dP chains in halves, dq's chain in halves, S and dP waited apart, a barrier before dq's
 #   chain, dq's chain one instruction at a time, S and dP's accumulators zeroed first);
 # dqfix: the fix (dq's chain in halves where its key tiles are D): the CLI's checks at D = 32 and
-#   64, test_rerope natively, then tools/sweeps/session42c.txt.
+#   64, test_rerope natively, then tools/sweeps/session42c.txt;
+# final: the CLI's checks of the final tree (tools/sweeps/session42_checks.txt: portable int4,
+#   int4g4, fp8 after Q_GROUP_SUM; tensor cores) and of the ReRoPE backward at D = 32 and 64.
 # Results: tools/PERF.md session 42.
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -74,6 +76,13 @@ if part dqfix; then
   done 2>&1 | tee $OUT/dqfix.txt
   timeout 300 ./build-gpubin/new/test_rerope > $OUT/test_rerope.txt 2>&1; echo "test_rerope: rc $?"; tail -8 $OUT/test_rerope.txt
   OUT=$OUT/ab3 REPEAT=${REPEAT:-10} timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session42c.txt
+fi
+if part final; then
+  C=$C bash tools/gpu_checks.sh < tools/sweeps/session42_checks.txt | tee $OUT/final.txt
+  for a in "--head-dim 32 --causal" "--head-dim 64 --kv-heads 2"; do
+    echo "== $a: $(timeout 120 $C run rerope --heads 4 --n 700 --window 300 --backward --repeat 1 $a 2>&1 |
+      grep -E 'kernels|FAIL|rror|check d' | tr '\n' ' ')"
+  done 2>&1 | tee -a $OUT/final.txt
 fi
 for f in rerope-bwd rerope; do
   part rtune && /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-280} $C tune --family $f --out $OUT/tune-$f.txt 2>&1 |
