@@ -1,14 +1,16 @@
-# Session 42's GPU calls: `bash tools/gpu_session42.sh [table|rr|mq]...` (default: table rr mq);
+# Session 42's GPU calls: `bash tools/gpu_session42.sh [table|rr|mq|h200|rtune|dq64|dqx|dqfix|final]...`
+# (default: table rr mq h200);
 # the tuner's: `TUNE_S=590 bash tools/gpu_session34.sh tune` (and ptune).
 # table: issue #20's table (tools/decode_vs_torch.py, xformers' column where tools/exp/xf imports);
 # rr: issue #21's table (tools/rerope_vs_torch.py, as tools/gpu_session37.sh rr);
 # mq: Mq = 2 and 4 causal at 5-8 splits, one launch against two (tools/sweeps/session42a.txt,
 #   the CLI's checks of one launch first);
 # h200: B=1 decode's split counts and blocks in flight, the warpgroup MMA forward against
-#   mma.sync (tools/sweeps/session42b.txt);
+#   mma.sync (tools/sweeps/session42b.txt; meant for an H200, run on an H100);
 # rtune: `clattn tune --family rerope-bwd`, then `--family rerope` (never run on a GPU before);
 # dq64: the wrong dq that rtune found (warpgroup MMA, D = 64, dq's key tiles of 64): the CLI's
-#   checks under variations, and NVIDIA's PTX of each program (the disk cache's entries) in $OUT;
+#   checks under variations (its D = 32 lines took mma.sync then: the plan's exclusion), and
+#   NVIDIA's PTX of each program (the disk cache's entries) in $OUT;
 # dqx: that dq kernel's variations (tools/exp/cl_dq from tools/sweeps/session42_dq.patch, -DDQX=1..6:
 #   S and dP chains in halves, dq's chain in halves, S and dP waited apart, a barrier before dq's
 #   chain, dq's chain one instruction at a time, S and dP's accumulators zeroed first);
