@@ -1,4 +1,4 @@
-# Session 42's GPU calls: `bash tools/gpu_session42.sh [table|rr|mq|h200|rtune|dq64|dqx|dqfix|final]...`
+# Session 42's GPU calls: `bash tools/gpu_session42.sh [table|rr|mq|h200|rtune|dq64|dqx|dqfix|final|wgp]...`
 # (default: table rr mq h200);
 # the tuner's: `TUNE_S=590 bash tools/gpu_session34.sh tune` (and ptune).
 # table: issue #20's table (tools/decode_vs_torch.py, xformers' column where tools/exp/xf imports);
@@ -17,7 +17,9 @@
 # dqfix: the fix (dq's chain in halves where its key tiles are D): the CLI's checks at D = 32 and
 #   64, test_rerope natively, then tools/sweeps/session42c.txt;
 # final: the CLI's checks of the final tree (tools/sweeps/session42_checks.txt: portable int4,
-#   int4g4, fp8 after Q_GROUP_SUM; tensor cores) and of the ReRoPE backward at D = 32 and 64.
+#   int4g4, fp8 after Q_GROUP_SUM; tensor cores) and of the ReRoPE backward at D = 32 and 64;
+# wgp (prepared, not run): the warpgroup forward pipelined (tools/exp/cl_wgp from
+#   tools/sweeps/session42_wgp.patch, -DWGP=1): the CLI's checks, then tools/sweeps/session42d.txt.
 # Results: tools/PERF.md session 42.
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -85,6 +87,18 @@ if part final; then
     echo "== $a: $(timeout 120 $C run rerope --heads 4 --n 700 --window 300 --backward --repeat 1 $a 2>&1 |
       grep -E 'kernels|FAIL|rror|check d' | tr '\n' ' ')"
   done 2>&1 | tee -a $OUT/final.txt
+fi
+if part wgp; then
+  exp_cl cl_wgp e48dd76 tools/sweeps/session42_wgp.patch
+  printf "rerope_wgmma=0\nrerope_wgmma_maxnreg=128\n" > /tmp/wg0.txt
+  printf "rerope_wgmma=0\nrerope_wgmma_maxnreg=128\nrerope_wgmma_block_n=32\n" > /tmp/wg0b32.txt
+  printf "rerope_wgmma=0\nrerope_wgmma_maxnreg=0\n" > /tmp/wg0nc.txt
+  for a in "--head-dim 64 --causal" "--head-dim 64 --kv-heads 2" "--head-dim 128 --causal" \
+           "--head-dim 128 --window 5000 --causal --dtype bf16" "--head-dim 48 --n-k 900"; do
+    echo "== wgp $a: $(CLATTN_KERNEL_DIR=$PWD/tools/exp/cl_wgp CLATTN_BUILD_OPTIONS=-DWGP=1 CLATTN_TUNING_FILE=/tmp/wg0.txt \
+      timeout 120 $C run rerope --heads 4 --n 700 --window 300 --repeat 1 $a 2>&1 | grep -E 'kernels|FAIL|rror|check' | tr '\n' ' ')"
+  done 2>&1 | tee $OUT/wgpcheck.txt
+  OUT=$OUT/ab4 REPEAT=${REPEAT:-10} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session42d.txt
 fi
 for f in rerope-bwd rerope; do
   part rtune && /usr/bin/time -f "wall %e s" timeout ${TUNE_S:-280} $C tune --family $f --out $OUT/tune-$f.txt 2>&1 |
