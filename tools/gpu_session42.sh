@@ -18,7 +18,7 @@
 #   64, test_rerope natively, then tools/sweeps/session42c.txt;
 # final: the CLI's checks of the final tree (tools/sweeps/session42_checks.txt: portable int4,
 #   int4g4, fp8 after Q_GROUP_SUM; tensor cores) and of the ReRoPE backward at D = 32 and 64;
-# wgp (prepared, not run): the warpgroup forward pipelined (tools/exp/cl_wgp from
+# wgp: the warpgroup forward pipelined (tools/exp/cl_wgp from
 #   tools/sweeps/session42_wgp.patch, -DWGP=1): the CLI's checks, then tools/sweeps/session42d.txt.
 # Results: tools/PERF.md session 42.
 . tools/gpu_env.sh
