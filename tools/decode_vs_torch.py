@@ -4,7 +4,8 @@ For each shape, times `clattn run decode ... --repeat R --no-check` (the CLI's m
 device time, L2 flushed before each run) and torch 2.x SDPA with `enable_gqa` on the
 cuDNN and flash backends (and xformers' Triton split-K where it imports: installed, or its
 Python source on PYTHONPATH as DEVELOPERS.md says), each a CUDA-graph replay timed with
-CUDA events, the L2 flushed before every replay as the CLI does. Prints the times and clattn's time over each peer's (below 1: clattn faster).
+CUDA events, the L2 flushed before every replay as the CLI does. Prints the times and
+clattn's time over each peer's (below 1: clattn faster).
 
     python3 tools/decode_vs_torch.py --clattn build-gpubin/new/clattn            # issue #20's table
     python3 tools/decode_vs_torch.py --clattn ./clattn --shape 1/32/8/4096/128   # B/Hq/Hkv/ctx/D

@@ -60,7 +60,6 @@ if part table; then # issue #20's whole table (with xformers where it imports)
   python3 -c "from xformers.ops import fmha; print(fmha.triton_splitk.FwOp)" 2>&1 | tail -3
   python3 tools/decode_vs_torch.py --clattn $C --repeat 20 2>&1 | tee $OUT/table.txt
 fi
-true
 if part peel; then # the small-batch decode's first blocks loaded before q (tools/exp/cl_peel)
   C=$C bash tools/gpu_checks.sh <<'SHAPES' | tee $OUT/peelcheck.txt
 CLATTN_KERNEL_DIR=tools/exp/cl_peel --batch 1 --ctx 16384 --lse
