@@ -100,9 +100,13 @@
 #ifndef SERIAL
 #define SERIAL 0 /* 1: the serial form (decode_serial.clh): a work-item per split, whole token rows */
 #endif
+#ifndef ROLES
+#define ROLES 0 /* 1: the portable form's score and value passes by the group's two halves, a tile apart */
+#endif
 
 #define NC (D / 8)   /* 8-element chunks per row */
-#define NS (WG / NC) /* key subsets in the value pass */
+#define TILE (ROLES ? WG / 2 : WG) /* keys per tile */
+#define NS (TILE / NC)               /* key subsets in the value pass */
 #define LOG2E 1.4426950408889634f
 
 #if SPLIT

@@ -426,7 +426,9 @@ const char *clattn_decode_kernels(clattn_context *ctx, const clattn_decode_param
   plan pl;
   if (clattn_decode_plan(ctx, params, &pl) != CLATTN_SUCCESS) return NULL;
   const char *form = pl.serial ? "serial (a work-item per split, whole token rows)"
-                     : !pl.mma ? (pl.pr.kv_q ? "portable, quantized rows" : "portable")
+                     : !pl.mma ? (pl.pr.kv_q ? (pl.roles ? "portable, quantized rows, score / value halves"
+                                                         : "portable, quantized rows")
+                                             : (pl.roles ? "portable, score / value halves" : "portable"))
                      : pl.tokens ? "tensor cores, token rows"
                      : pl.small  ? "tensor cores, wide groups (one per unit)"
                                  : "tensor cores";

@@ -268,6 +268,9 @@ static void plan_portable(const clattn_context *ctx, plan *pl) {
   const bool want = pl->pr.kv_q ? t->decode_kstage_quant : (t->decode_kstage && pl->aligned);
   pl->kstage = want && !pl->lane_keys && kstage_bytes + other_bytes <= ctx->profile.local_mem_bytes;
   pl->vuq = t->decode_quant_value_rows ? t->decode_quant_value_rows : 8;
+  /* the halves: each needs whole warps / wavefronts, the value half a whole row of chunks */
+  const int half = pl->WG / 2, simd = (int)ctx->profile.simd_width;
+  pl->roles = t->decode_port_roles && !pl->lane_keys && !pl->kstage && half >= nc && (simd <= 1 || half % simd == 0);
   /* registers allocated for more groups per unit, where the device takes it */
   clattn_occupancy_option(ctx, t->decode_port_waves, pl->occupancy, sizeof pl->occupancy);
 }
@@ -328,7 +331,7 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
     /* 16-key blocks in flight per warp: enough bytes to cover the latency */
     pl->nblk = t->decode_mma_blocks ? t->decode_mma_blocks : 1;
     pl->emulate = !ptx;
-    pl->lane_keys = pl->kstage = false;
+    pl->lane_keys = pl->kstage = pl->roles = false;
     pl->RB = pl->rows <= 8 ? 8 : 16;
     pl->nrb = (int)div_up(pl->rows > 0 ? pl->rows : 1, pl->RB);
     const int qwg = pl->pr.kv_q == 1 ? t->decode_mma_int4_wg
@@ -357,7 +360,7 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
   if (!pl->mma && forced == 0 && t->decode_serial && serial_bytes <= ctx->profile.local_mem_bytes) {
     pl->serial = true;
     pl->WG = 1;
-    pl->lane_keys = pl->kstage = false;
+    pl->lane_keys = pl->kstage = pl->roles = false;
   }
 
   /* split count: fill the compute units unless fixed */
@@ -436,7 +439,8 @@ void clattn_decode_plan_options(const plan *pl, bool split, char *buf, size_t si
   if (pl->pr.paged) snprintf(page, sizeof page, " -DKV_PAGE_SIZE=%d", pl->pr.page_size);
   if (pl->pr.kv_q && !pl->mma && !pl->serial)
     snprintf(page + strlen(page), sizeof page - strlen(page), " -DVUQ=%d -DKQ_WIDE=%d", pl->vuq, pl->kq_wide);
-  if (!pl->mma && !pl->serial) snprintf(page + strlen(page), sizeof page - strlen(page), "%s", pl->occupancy);
+  if (!pl->mma && !pl->serial)
+    snprintf(page + strlen(page), sizeof page - strlen(page), "%s%s", pl->roles ? " -DROLES=1" : "", pl->occupancy);
   if (pl->serial) /* built for its KV head count */
     snprintf(page + strlen(page), sizeof page - strlen(page), " -DSERIAL=1 -DHKV=%d", pl->pr.Hkv);
   snprintf(buf, size,
@@ -579,6 +583,20 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.kq_wide = 0;
     pl.kstage = 1;
     EMIT(pl, fnuz);
+  }
+  for (int f = 0; f < 4; f++) { /* the score / value halves: f16, int4 of 2 groups paged causal, fp8 varlen bias (D = 96: chunks left over), bf16 D = 256 */
+    plan pl = base;
+    pl.roles = true;
+    pl.pr.kv_q = f == 1 ? 1 : f == 2 ? 2 : 0;
+    pl.pr.kv_groups = f == 1 ? 2 : 1;
+    pl.pr.paged = pl.pr.causal = f == 1;
+    pl.pr.page_size = pl.pr.paged ? 16 : 0;
+    pl.pr.varlen = pl.pr.bias = f == 2;
+    pl.pr.D = f == 2 ? 96 : f == 3 ? 256 : 128;
+    pl.pr.qdt = pl.pr.kvdt = pl.pr.odt = f == 3 ? CLATTN_BF16 : CLATTN_F16;
+    pl.aligned = f == 0 || f == 3;
+    pl.merge_last = f == 0;
+    EMIT(pl, f != 2);
   }
   /* the tensor-core form, its PTX emulated (portable OpenCL) */
   for (int f = 0; f < 4; f++) {

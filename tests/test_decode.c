@@ -669,6 +669,51 @@ static void test_kstage(void) {
   clattn_force_path(0);
 }
 
+/* The portable form's score and value passes by the group's halves, a tile
+ * apart (a GPU row's choice where measured): float dtypes, head dims 8 to 256
+ * (96: chunks left over in the value half), causal Mq = 3, bias, paged with
+ * lengths 0 and 1 and a bad page, splits 3 and 200 (more than keys), the
+ * one-launch merge and two launches; each case's kernels say the form. */
+static void test_roles(void) {
+  clattn_force_path(1);
+  const clattn_tuning saved = fx.ctx->tuning;
+  fx.ctx->tuning.decode_port_roles = 1;
+  static const int dims[] = {8, 64, 96, 128, 256};
+  for (int i = 0; i < 5; i++) {
+    dcase c = base();
+    c.D = dims[i];
+    c.qdt = c.kvdt = c.odt = i == 1 ? CLATTN_F32 : i == 2 ? CLATTN_BF16 : CLATTN_F16;
+    c.Mq = i == 1 ? 3 : 1;
+    c.causal = i == 1;
+    c.bias = i == 3;
+    c.kernels = "score / value halves";
+    run_case(&c);
+  }
+  static const int32_t lens[] = {0, 1, 300, 97};
+  dcase c = base();
+  c.B = 4;
+  c.Nkv = 300;
+  c.kv_len = lens;
+  c.page_size = 16;
+  c.kernels = "score / value halves";
+  run_case(&c);
+  static const int32_t lens_bad[] = {300, 1, 0, 97}; /* sequence 0 reaches its bad page */
+  c.kv_len = lens_bad;
+  c.bad_entry = 2;
+  run_case(&c);
+  static const int splits[] = {3, 200};
+  for (int i = 0; i < 2; i++) {
+    c = base();
+    c.Nkv = 1000;
+    c.splits = splits[i];
+    c.two_launch = i == 1;
+    c.kernels = "score / value halves";
+    run_case(&c);
+  }
+  fx.ctx->tuning = saved;
+  clattn_force_path(0);
+}
+
 void add_decode_error_tests(CU_pSuite s); /* test_decode_errors.c */
 void add_decode_quant_tests(CU_pSuite s); /* test_decode_quant.c */
 void add_decode_plan_tests(CU_pSuite s);  /* test_decode_plan.c */
@@ -695,6 +740,7 @@ int main(int argc, char **argv) {
   CU_add_test(s, "work-group kernel, forced", test_work_group);
   CU_add_test(s, "lane-per-chunk score pass", test_lane_keys);
   CU_add_test(s, "K tiles staged in local memory", test_kstage);
+  CU_add_test(s, "score / value halves", test_roles);
   add_decode_mma_tests(s);
   add_decode_plan_tests(s);
   if (!select_part(argc, argv)) return 1; /* tests/part.h */

@@ -36,6 +36,8 @@ static bool check_rule;
 static int long_n;
 /* run_qcase forces the serial form (cl/decode_serial.clh; test_serial sets it) */
 static bool serial_form;
+/* run_qcase asks for the portable form's score / value halves (test_roles sets it) */
+static bool roles_form;
 /* the portable form's V rows in flight as raw words (0: the row's;
  * test_value_rows sets it) */
 static int value_rows;
@@ -191,11 +193,16 @@ static void run_qcase(const qcase *c) {
   fx.ctx->tuning.decode_mma_int4_heads = c->heads;
   fx.ctx->tuning.decode_mma_int4_whole = c->whole != 0;
   fx.ctx->tuning.decode_serial = serial_form;
+  fx.ctx->tuning.decode_port_roles = roles_form;
   if (serial_form) fx.ctx->tuning.decode_mma = 0;
   clattn_force_path(c->mma ? 2 : serial_form ? 0 : 1);
   if (serial_form) {
     const char *k = clattn_decode_kernels(fx.ctx, &p);
     CU_ASSERT(k && strstr(k, "serial"));
+  }
+  if (roles_form) {
+    const char *k = clattn_decode_kernels(fx.ctx, &p);
+    CU_ASSERT(k && strstr(k, "score / value halves"));
   }
   if (value_rows) /* the count reaches the portable kernel's build */
     CU_ASSERT(build_has(&p, "-DVUQ=", value_rows));
@@ -433,6 +440,24 @@ static void test_value_rows(void) {
   value_rows = 0;
 }
 
+/* The portable form's score and value passes by the group's halves, a tile
+ * apart (cl/decode_portable.clh ROLES): int4 of 1, 2 and 4 groups (the value
+ * half's shift sums, FOLD_V's in the score half), fp8 and FNUZ; paged,
+ * causal Mq = 3, bias, splits, D = 96 (chunks left over in the value half). */
+static void test_roles(void) {
+  /* kvdt, groups, page, Mq, causal, bias, splits, lanes, kstage, mma, D, stages, hkv */
+  static const qcase cases[] = {
+      {CLATTN_INT4, 1, 16, 3, 1, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {CLATTN_INT4, 2, 0, 2, 0, 0, 0, 0, 0, 0, 128, 0, 0, 0, 0, 0, 0},
+      {CLATTN_INT4, 4, 16, 1, 1, 1, 3, 0, 0, 0, 96, 0, 4, 0, 0, 0, 0},
+      {CLATTN_FP8, 1, 0, 3, 1, 0, 2, 0, 0, 0, 96, 0, 0, 0, 0, 0, 0},
+      {CLATTN_FP8_FNUZ, 1, 16, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+  };
+  roles_form = true;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_qcase(&cases[i]);
+  roles_form = false;
+}
+
 /* The portable score pass's K rows in 16-byte loads. Rows at every word
  * offset (int4 of one group: 36 and 68 bytes apart; two groups: 40; fp8 of
  * D = 72: 72), read as the 16-byte words that hold them and shifted into
@@ -626,6 +651,7 @@ void add_decode_quant_tests(CU_pSuite s) {
   CU_add_test(s, "quantized K/V: K rows staged in local memory", test_kstage);
   CU_add_test(s, "quantized K/V: K rows in 16-byte loads", test_kq_wide);
   CU_add_test(s, "quantized K/V: the value pass's rows in flight", test_value_rows);
+  CU_add_test(s, "quantized K/V: score / value halves", test_roles);
   CU_add_test(s, "quantized K/V: every fp8 code through each form's loads", test_fp8_codes);
   CU_add_test(s, "quantized K/V: the serial form", test_serial);
   CU_add_test(s, "quantized K/V: tensor-core form (PTX emulated off NVIDIA)", test_mma);
