@@ -603,21 +603,19 @@ static void test_work_group(void) {
   clattn_force_path(0);
 }
 
-/* The lane-per-chunk score pass (the GPU rows' choice) with its portable lane
- * sum: the twin that NVIDIA's shfl.sync and AMD's ds_bpermute sums are
- * compared against when the suite runs there with and without CLATTN_PORTABLE. */
-static void test_lane_keys(void) {
-  clattn_force_path(1); /* not the tensor-core form */
-  const int saved = fx.ctx->tuning.decode_lane_keys, saved_wg = fx.ctx->tuning.decode_wg;
-  fx.ctx->tuning.decode_lane_keys = 1;
-  static const int dims[] = {8, 64, 128, 256};
-  for (int i = 0; i < 4; i++) {
+/* A portable variant's cases, the tuning set for it: head dims (the second
+ * with causal Mq = 3, the third bf16, the fourth a bias; f16 else), paged
+ * lengths 0 and 1, then a bad page; `kernels`: what its kernels must say
+ * (NULL: not checked). */
+static void form_cases(const int *dims, int n, const char *kernels) {
+  for (int i = 0; i < n; i++) {
     dcase c = base();
     c.D = dims[i];
     c.qdt = c.kvdt = c.odt = i == 2 ? CLATTN_BF16 : CLATTN_F16;
     c.Mq = i == 1 ? 3 : 1;
     c.causal = i == 1;
     c.bias = i == 3;
+    c.kernels = kernels;
     run_case(&c);
   }
   static const int32_t lens[] = {0, 1, 300, 97};
@@ -626,13 +624,25 @@ static void test_lane_keys(void) {
   c.Nkv = 300;
   c.kv_len = lens;
   c.page_size = 16;
+  c.kernels = kernels;
   run_case(&c);
   static const int32_t lens_bad[] = {300, 1, 0, 97}; /* sequence 0 reaches its bad page */
   c.kv_len = lens_bad;
   c.bad_entry = 2;
   run_case(&c);
+}
+
+/* The lane-per-chunk score pass (the GPU rows' choice) with its portable lane
+ * sum: the twin that NVIDIA's shfl.sync and AMD's ds_bpermute sums are
+ * compared against when the suite runs there with and without CLATTN_PORTABLE. */
+static void test_lane_keys(void) {
+  clattn_force_path(1); /* not the tensor-core form */
+  const int saved = fx.ctx->tuning.decode_lane_keys, saved_wg = fx.ctx->tuning.decode_wg;
+  fx.ctx->tuning.decode_lane_keys = 1;
+  static const int dims[] = {8, 64, 128, 256};
+  form_cases(dims, 4, NULL);
   fx.ctx->tuning.decode_wg = 128;
-  c = base();
+  dcase c = base();
   c.Hq = c.Hkv = 4;
   c.splits = 3;
   run_case(&c);
@@ -670,40 +680,18 @@ static void test_kstage(void) {
 }
 
 /* The portable form's score and value passes by the group's halves, a tile
- * apart (a GPU row's choice where measured): float dtypes, head dims 8 to 256
- * (96: chunks left over in the value half), causal Mq = 3, bias, paged with
- * lengths 0 and 1 and a bad page, splits 3 and 200 (more than keys), the
- * one-launch merge and two launches; each case's kernels say the form. */
+ * apart: form_cases (D = 96 bf16: chunks left over in the value half), then
+ * f32 with splits 3 and 200 (more than keys), the one-launch merge and two
+ * launches; each case's kernels say the form. */
 static void test_roles(void) {
   clattn_force_path(1);
   const clattn_tuning saved = fx.ctx->tuning;
   fx.ctx->tuning.decode_port_roles = 1;
   static const int dims[] = {8, 64, 96, 128, 256};
-  for (int i = 0; i < 5; i++) {
-    dcase c = base();
-    c.D = dims[i];
-    c.qdt = c.kvdt = c.odt = i == 1 ? CLATTN_F32 : i == 2 ? CLATTN_BF16 : CLATTN_F16;
-    c.Mq = i == 1 ? 3 : 1;
-    c.causal = i == 1;
-    c.bias = i == 3;
-    c.kernels = "score / value halves";
-    run_case(&c);
-  }
-  static const int32_t lens[] = {0, 1, 300, 97};
-  dcase c = base();
-  c.B = 4;
-  c.Nkv = 300;
-  c.kv_len = lens;
-  c.page_size = 16;
-  c.kernels = "score / value halves";
-  run_case(&c);
-  static const int32_t lens_bad[] = {300, 1, 0, 97}; /* sequence 0 reaches its bad page */
-  c.kv_len = lens_bad;
-  c.bad_entry = 2;
-  run_case(&c);
+  form_cases(dims, 5, "score / value halves");
   static const int splits[] = {3, 200};
   for (int i = 0; i < 2; i++) {
-    c = base();
+    dcase c = base();
     c.Nkv = 1000;
     c.splits = splits[i];
     c.two_launch = i == 1;
