@@ -19,6 +19,9 @@
  *   LANE_KEYS  the score pass with NC lanes per key (coalesced reads, lane sums
  *              from lanes.clh) instead of a work-item per key;
  *   KSTAGE     the K tile copied to local memory first, with coalesced loads;
+ *   ROLES      the group's first half scores tile i while the second takes
+ *              tile i - 1's values (tiles of WG / 2 keys, two barriers a
+ *              tile), so the two passes' loads are in flight together;
  *   KV_Q       int4 / fp8 rows read packed: the affine map of a row's values
  *              is folded into the dot products and accumulators;
  *   MMA        the tensor-core form (decode_mma.clh, same arguments): warps of
