@@ -1,6 +1,6 @@
 # Session 43's GPU calls: `bash tools/gpu_session43.sh [roles|table|rr]...` (default: roles table rr).
 # roles: the portable decode's two halves (decode_port_roles=1, cl/decode_portable.clh): the CLI's checks
-#   with CLATTN_PORTABLE=1, then tools/sweeps/session43a.txt with NVIDIA's register counts;
+#   with CLATTN_PORTABLE=1, then tools/sweeps/session43a.txt (register counts: tools/check_nvptx.py offline);
 # table, rr: issue #20's and #21's tables, as tools/gpu_session42.sh's.
 # Results: tools/PERF.md session 43.
 . tools/gpu_env.sh
@@ -19,7 +19,7 @@ CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 4 --ctx 7000 --kv-dt
 CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 4 --ctx 7000 --kv-dtype fp8 --head-dim 96 --lse
 CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 2 --ctx 9000 --head-dim 80 --dtype bf16 --paged
 SHAPES
-  OUT=$OUT/ab1 REGS=1 REPEAT=${REPEAT:-20} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session43a.txt
+  OUT=$OUT/ab1 REPEAT=${REPEAT:-20} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session43a.txt
 fi
 part table && OUT=$OUT bash tools/gpu_session42.sh table
 part rr && OUT=$OUT bash tools/gpu_session42.sh rr
