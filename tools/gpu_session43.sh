@@ -14,12 +14,10 @@ if part roles; then
   C=$C bash tools/gpu_checks.sh <<'SHAPES' | tee $OUT/rolecheck.txt
 CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 1 --ctx 32768 --lse
 CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 3 --ctx 5000 --q-len 3 --causal --varlen --bias
-CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 4 --ctx 7000 --kv-dtype int4 --paged --page-size 16 --q-len 2 --causal
-CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 4 --ctx 7000 --kv-dtype int4g4 --head-dim 256
-CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 4 --ctx 7000 --kv-dtype fp8 --head-dim 96 --lse
-CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 2 --ctx 9000 --head-dim 80 --dtype bf16 --paged
+CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 4 --ctx 7000 --kv-dtype int4g4 --head-dim 96 --paged --page-size 16
+CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 4 --ctx 7000 --kv-dtype fp8 --head-dim 256 --lse
 SHAPES
-  OUT=$OUT/ab1 REPEAT=${REPEAT:-20} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session43a.txt
+  OUT=$OUT/ab1 REPEAT=${REPEAT:-10} timeout ${AB_S:-300} bash tools/gpu_ab_cl.sh tools/sweeps/session43a.txt
 fi
 part table && OUT=$OUT bash tools/gpu_session42.sh table
 part rr && OUT=$OUT bash tools/gpu_session42.sh rr
