@@ -12,8 +12,6 @@ if part roles; then
   printf "decode_port_roles=1\n" > /tmp/roles.txt
   printf "decode_port_roles=1\ndecode_quant_value_rows=16\n" > /tmp/roles_vuq16.txt
   C=$C bash tools/gpu_checks.sh <<'SHAPES' | tee $OUT/rolecheck.txt
-CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 1 --ctx 32768 --lse
-CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 3 --ctx 5000 --q-len 3 --causal --varlen --bias
 CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 4 --ctx 7000 --kv-dtype int4g4 --head-dim 96 --paged --page-size 16
 CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 4 --ctx 7000 --kv-dtype fp8 --head-dim 256 --lse
 SHAPES
