@@ -417,7 +417,7 @@ clattn_status clattn_decode(clattn_context *ctx, cl_command_queue queue,
 }
 
 const char *clattn_decode_kernels(clattn_context *ctx, const clattn_decode_params *params) {
-  static _Thread_local char text[160];
+  static _Thread_local char text[192];
   clattn_clear_error();
   if (!ctx || !params) {
     clattn_fail(CLATTN_INVALID_ARGUMENT, "%s is NULL", ctx ? "params" : "ctx");
@@ -426,17 +426,16 @@ const char *clattn_decode_kernels(clattn_context *ctx, const clattn_decode_param
   plan pl;
   if (clattn_decode_plan(ctx, params, &pl) != CLATTN_SUCCESS) return NULL;
   const char *form = pl.serial ? "serial (a work-item per split, whole token rows)"
-                     : !pl.mma ? (pl.pr.kv_q ? (pl.roles ? "portable, quantized rows, score / value halves"
-                                                         : "portable, quantized rows")
-                                             : (pl.roles ? "portable, score / value halves" : "portable"))
+                     : !pl.mma ? (pl.pr.kv_q ? "portable, quantized rows" : "portable")
                      : pl.tokens ? "tensor cores, token rows"
                      : pl.small  ? "tensor cores, wide groups (one per unit)"
                                  : "tensor cores";
-  const char *emu = pl.emulate ? " (emulated)" : "";
+  /* the tensor-core form emulated, or the portable form's halves (never both) */
+  const char *detail = pl.emulate ? " (emulated)" : pl.roles ? ", score / value halves" : "";
   if (pl.S <= 1)
-    snprintf(text, sizeof text, "%s%s, 1 split: one launch", form, emu);
+    snprintf(text, sizeof text, "%s%s, 1 split: one launch", form, detail);
   else
-    snprintf(text, sizeof text, "%s%s, %d %s: %s", form, emu, pl.S, pl.stream ? "parts of equal spans" : "splits",
+    snprintf(text, sizeof text, "%s%s, %d %s: %s", form, detail, pl.S, pl.stream ? "parts of equal spans" : "splits",
              pl.merge_last > 1 ? "one launch (the last work-group merges; tickets by atom_max)"
              : pl.merge_last   ? "one launch (the last work-group merges)"
                                : "two launches (partials, merge)");
