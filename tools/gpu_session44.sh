@@ -11,6 +11,7 @@ nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | t
 if part roles; then
   printf "decode_port_roles=1\n" > /tmp/roles.txt
   printf "decode_port_roles=1\ndecode_port_waves=6\n" > /tmp/roles_w6.txt
+  printf "decode_port_roles=1\ndecode_wg=128\n" > /tmp/roles_wg128.txt
   printf "decode_port_roles=1\ndecode_quant_value_rows=16\n" > /tmp/roles_vuq16.txt
   C=$C bash tools/gpu_checks.sh <<'SHAPES' | tee $OUT/rolecheck.txt
 CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 4 --ctx 7000 --kv-dtype int4g4 --head-dim 96 --paged --page-size 16
