@@ -142,12 +142,11 @@ def main():
         peers = torch_times(B, Hq, Hkv, ctx, D, mq, causal, flush, args.repeat) if not quant_or_paged else {}
         us = lambda x: f"{x * 1e3:8.1f}" if x else f"{'-':>8s}"
         ratio = lambda x: f"{ms / x:7.2f}" if x and ms else f"{'-':>7s}"
-        gbs = 2 * B * Hkv * ctx * D * 2 / (ms * 1e6) if ms else 0
-        if "int4" in extra:
-            gbs = 0  # packed bytes differ; the CLI prints its own bandwidth
+        # f16 K/V bytes; quantized rows' packed bytes differ ('-': the CLI prints its own bandwidth)
+        gbs = f"{2 * B * Hkv * ctx * D * 2 / (ms * 1e6):6.0f}" if ms and "--kv-dtype" not in extra else f"{'-':>6s}"
         print(f"{spec:52s} {us(ms)} {us(peers.get('cudnn'))} {us(peers.get('flash'))} {us(peers.get('xformers'))} "
               f"{ratio(peers.get('cudnn'))} {ratio(peers.get('flash'))} {ratio(peers.get('xformers'))} "
-              f"{gbs:6.0f}  {form}", flush=True)
+              f"{gbs}  {form}", flush=True)
 
 
 if __name__ == "__main__":
