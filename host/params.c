@@ -117,7 +117,11 @@ typedef struct row {
  * (gfx10/11) runs wave32 on WGPs of two CUs: NVIDIA's warp-sized choices
  * (groups of 128 = 4 waves, 2 per CU) carry over. Both keep the one-launch
  * merge of up to 8 splits (ROCm has cl_khr_int64_base_atomics; without it
- * the planner falls back to the merge kernel). */
+ * the planner falls back to the merge kernel). The portable decode's halves
+ * (decode_port_roles) stay off: they gain where latency binds (the H100:
+ * B=1 5%, fp8 3%) and lose where issue does (int4 11%); CDNA's row counts
+ * on 4 waves per SIMD to hide latency, so the issue-bound case is the one
+ * expected there. */
 #define AMD_CDNA                                                                            \
   .decode_wg = 256, .decode_splits_per_cu = 4, .decode_min_keys_per_split = 256,            \
   .decode_max_splits = 128, .merge_wg = 256, .quant_wg = 256, .rerope_block_m = 32,         \
