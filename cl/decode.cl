@@ -106,6 +106,9 @@
 #ifndef ROLES
 #define ROLES 0 /* 1: the portable form's score and value passes by the group's two halves, a tile apart */
 #endif
+#ifndef KPRE
+#define KPRE 0 /* 1: the portable form's K row of the next tile loaded during this tile's values */
+#endif
 
 #define NC (D / 8)   /* 8-element chunks per row */
 #define TILE (ROLES ? WG / 2 : WG) /* keys per tile */
@@ -202,26 +205,24 @@ static inline float8 affine8(float8 x, float2 ss) { return fma(x, (float8)(ss.x)
 /* A staged quantized K row: the row stride odd so that the work-items
  * reading different rows hit different banks. */
 #define KQ_STRIDE (KQ_X | 1)
-#elif KSTAGE
-/* A staged K row: 16-byte words, 8 elements each for f16/bf16, 4 for f32.
- * One word of padding per row keeps a quarter-warp's reads of different rows
- * on different banks. */
+#endif
+#if (KSTAGE || KPRE) && !KV_Q
+/* A float K row as 16-byte words (16-byte aligned rows), 8 elements each for
+ * f16/bf16, 4 for f32: kwords8 gives chunk c of the row's words w. */
 #define KE_f32 4
 #define KE_f16 8
 #define KE_bf16 8
 #define KWORD_ELEMS CAT(KE_, KV_DT)
 #define KW (D / KWORD_ELEMS)
+#define kwords8_f32(w, c) ((float8)(as_float4((w)[2 * (c)]), as_float4((w)[2 * (c) + 1])))
+#define kwords8_f16(w, c) f16x8_to_float8((w)[c])
+#define kwords8_bf16(w, c) bf16x8_to_float8((w)[c])
+#define kwords8(w, c) CAT(kwords8_, KV_DT)(w, c)
+#endif
+#if KSTAGE && !KV_Q
+/* A staged K row: one word of padding per row keeps a quarter-warp's reads of
+ * different rows on different banks. */
 #define KSTRIDE (KW + 1)
-static inline float8 kword8_f32(__local const uint4 *row, int c) {
-  return (float8)(as_float4(row[2 * c]), as_float4(row[2 * c + 1]));
-}
-static inline float8 kword8_bf16(__local const uint4 *row, int c) { return bf16x8_to_float8(row[c]); }
-static inline float8 kword8_f16(__local const uint4 *row, int c) {
-  const uint4 w = row[c];
-  return (float8)(half2_bits_to_float2(w.x), half2_bits_to_float2(w.y), half2_bits_to_float2(w.z),
-                  half2_bits_to_float2(w.w));
-}
-#define kstaged8(row, c) CAT(kword8_, KV_DT)((row), (c))
 #endif
 
 #if KQ_WIDE && KV_Q && !KSTAGE

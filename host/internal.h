@@ -138,6 +138,7 @@ const char *clattn_dtype_cl(clattn_dtype dtype);
   X(decode_kq_wide, 0, 2, 0, "portable form, int4 / fp8 K: the score pass reads a row 16 bytes at a time (1: rows on 16 bytes; 2 also rows at any word where the buffer ends on 16 bytes)") \
   X(decode_quant_value_rows, 0, 32, 0, "portable form, int4 / fp8 V: rows in flight per work-item as raw words (0: 8)") \
   X(decode_port_roles, 0, 1, 0, "portable form: the score and value passes by the group's two halves, a tile apart, their loads in flight together (where neither lanes nor staging apply)") \
+  X(decode_port_kpre, 0, 1, 0, "portable form: each work-item's K row of the next tile loaded during this tile's values (16-byte aligned float rows, or quantized rows read 16 bytes at a time; not with the halves, lanes or staging)") \
   X(decode_port_waves, 0, 16, 0, "portable form: the fewest warps / wavefronts per SIMD (an NVIDIA SM's quarter) its registers must allow, for more groups per unit (NVIDIA: a PTX register cap; AMD: amdgpu_waves_per_eu; elsewhere none; 0: the compiler's choice)") \
   X(decode_mma, 0, 1, 0, "the tensor-core form where the profile and shape allow")               \
   X(decode_mma_splits_per_cu, 0, 64, 0, "its split target (0: decode_splits_per_cu)")            \

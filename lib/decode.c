@@ -430,8 +430,8 @@ const char *clattn_decode_kernels(clattn_context *ctx, const clattn_decode_param
                      : pl.tokens ? "tensor cores, token rows"
                      : pl.small  ? "tensor cores, wide groups (one per unit)"
                                  : "tensor cores";
-  /* the tensor-core form emulated, or the portable form's halves (never both) */
-  const char *detail = pl.emulate ? " (emulated)" : pl.roles ? ", score / value halves" : "";
+  /* the tensor-core form emulated, or the portable form's halves or K a tile ahead (one at most) */
+  const char *detail = pl.emulate ? " (emulated)" : pl.roles ? ", score / value halves" : pl.kpre ? ", K a tile ahead" : "";
   if (pl.S <= 1)
     snprintf(text, sizeof text, "%s%s, 1 split: one launch", form, detail);
   else

@@ -397,7 +397,12 @@ clattn_status clattn_decode_plan(const clattn_context *ctx, const clattn_decode_
     pl->chunk = (int)chunk;
     pl->S = (int)div_up(pl->pr.kv_cap > 0 ? pl->pr.kv_cap : 1, chunk);
   }
-  if (!pl->mma && !pl->serial) plan_kq_wide(t, p, pl); /* the portable kernel's K loads */
+  if (!pl->mma && !pl->serial) { /* the portable kernel's K loads */
+    plan_kq_wide(t, p, pl);
+    /* a tile ahead: a work-item's row in whole 16-byte words, by itself */
+    pl->kpre = t->decode_port_kpre && !pl->roles && !pl->lane_keys && !pl->kstage &&
+               (pl->pr.kv_q ? pl->kq_wide > 0 : pl->aligned);
+  }
   /* One launch where the device has the tickets' atomics and the splits are
    * few (the tuning's most, counted in splits times query rows: one
    * work-group's merge of many splits costs more than a merge kernel; H100,
@@ -440,7 +445,8 @@ void clattn_decode_plan_options(const plan *pl, bool split, char *buf, size_t si
   if (pl->pr.kv_q && !pl->mma && !pl->serial)
     snprintf(page + strlen(page), sizeof page - strlen(page), " -DVUQ=%d -DKQ_WIDE=%d", pl->vuq, pl->kq_wide);
   if (!pl->mma && !pl->serial)
-    snprintf(page + strlen(page), sizeof page - strlen(page), "%s%s", pl->roles ? " -DROLES=1" : "", pl->occupancy);
+    snprintf(page + strlen(page), sizeof page - strlen(page), "%s%s%s", pl->roles ? " -DROLES=1" : "",
+             pl->kpre ? " -DKPRE=1" : "", pl->occupancy);
   if (pl->serial) /* built for its KV head count */
     snprintf(page + strlen(page), sizeof page - strlen(page), " -DSERIAL=1 -DHKV=%d", pl->pr.Hkv);
   snprintf(buf, size,

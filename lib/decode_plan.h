@@ -17,6 +17,7 @@ typedef struct plan {
   int vuq; /* portable form, quantized V: rows in flight per work-item (-DVUQ) */
   int kq_wide; /* portable form, quantized K: 16-byte loads (1: rows at any word, 2: on 16 bytes; -DKQ_WIDE) */
   bool roles;  /* portable form: scores and values by the group's halves, a tile apart (-DROLES) */
+  bool kpre;   /* portable form: the K row of the next tile loaded during this tile's values (-DKPRE) */
   char occupancy[48]; /* portable form: the device's option for decode_port_waves (clattn_occupancy_option), or "" */
   bool mma, emulate; /* the tensor-core form (cl/decode_mma.clh); its PTX emulated (tests) */
   int nblk;          /* its 16-key blocks per warp in flight */

@@ -679,28 +679,35 @@ static void test_kstage(void) {
   clattn_force_path(0);
 }
 
-/* The portable form's score and value passes by the group's halves, a tile
- * apart: form_cases (D = 96 bf16: chunks left over in the value half), then
- * f32 with splits 3 and 200 (more than keys), the one-launch merge and two
- * launches; each case's kernels say the form. */
-static void test_roles(void) {
+/* A portable form the tuning asks for (its flag set): form_cases (D = 96
+ * bf16: chunks left over in the value pass), then f32 with splits 3 and 200
+ * (more than keys), the one-launch merge and two launches; each case's
+ * kernels say the form. */
+static void run_port_form(int *flag, const char *kernels) {
   clattn_force_path(1);
   const clattn_tuning saved = fx.ctx->tuning;
-  fx.ctx->tuning.decode_port_roles = 1;
+  *flag = 1;
   static const int dims[] = {8, 64, 96, 128, 256};
-  form_cases(dims, 5, "score / value halves");
+  form_cases(dims, 5, kernels);
   static const int splits[] = {3, 200};
   for (int i = 0; i < 2; i++) {
     dcase c = base();
     c.Nkv = 1000;
     c.splits = splits[i];
     c.two_launch = i == 1;
-    c.kernels = "score / value halves";
+    c.kernels = kernels;
     run_case(&c);
   }
   fx.ctx->tuning = saved;
   clattn_force_path(0);
 }
+
+/* The portable form's score and value passes by the group's halves, a tile apart. */
+static void test_roles(void) { run_port_form(&fx.ctx->tuning.decode_port_roles, "score / value halves"); }
+
+/* The portable form's K rows loaded a tile ahead (during the previous tile's
+ * values); a bad page entry (form_cases) is found by the load's lookup. */
+static void test_kpre(void) { run_port_form(&fx.ctx->tuning.decode_port_kpre, "K a tile ahead"); }
 
 void add_decode_error_tests(CU_pSuite s); /* test_decode_errors.c */
 void add_decode_quant_tests(CU_pSuite s); /* test_decode_quant.c */
@@ -729,6 +736,7 @@ int main(int argc, char **argv) {
   CU_add_test(s, "lane-per-chunk score pass", test_lane_keys);
   CU_add_test(s, "K tiles staged in local memory", test_kstage);
   CU_add_test(s, "score / value halves", test_roles);
+  CU_add_test(s, "K a tile ahead", test_kpre);
   add_decode_mma_tests(s);
   add_decode_plan_tests(s);
   if (!select_part(argc, argv)) return 1; /* tests/part.h */

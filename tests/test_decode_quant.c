@@ -38,6 +38,8 @@ static int long_n;
 static bool serial_form;
 /* run_qcase asks for the portable form's score / value halves (test_roles sets it) */
 static bool roles_form;
+/* run_qcase asks for the portable form's K rows a tile ahead (test_kpre sets it) */
+static bool kpre_form;
 /* the portable form's V rows in flight as raw words (0: the row's;
  * test_value_rows sets it) */
 static int value_rows;
@@ -194,11 +196,12 @@ static void run_qcase(const qcase *c) {
   fx.ctx->tuning.decode_mma_int4_whole = c->whole != 0;
   fx.ctx->tuning.decode_serial = serial_form;
   fx.ctx->tuning.decode_port_roles = roles_form;
+  fx.ctx->tuning.decode_port_kpre = kpre_form;
   if (serial_form) fx.ctx->tuning.decode_mma = 0;
   clattn_force_path(c->mma ? 2 : serial_form ? 0 : 1);
-  if (serial_form || roles_form) { /* the form asked for is the one planned */
+  if (serial_form || roles_form || kpre_form) { /* the form asked for is the one planned */
     const char *k = clattn_decode_kernels(fx.ctx, &p);
-    CU_ASSERT(k && strstr(k, serial_form ? "serial" : "score / value halves"));
+    CU_ASSERT(k && strstr(k, serial_form ? "serial" : roles_form ? "score / value halves" : "K a tile ahead"));
   }
   if (value_rows) /* the count reaches the portable kernel's build */
     CU_ASSERT(build_has(&p, "-DVUQ=", value_rows));
@@ -464,32 +467,48 @@ static void test_roles(void) {
  * place; rows on 16 bytes (int4 of 4 groups at D = 96: 64 bytes; fp8 at
  * D = 64: 64) read straight. Paged, causal Mq = 3, bias, splits, a sequence
  * of length 0; every case's buffers end on 16 bytes. */
-static void test_kq_wide(void) {
-  /* kvdt, groups, page, Mq, causal, bias, splits, lanes, kstage, mma, D, stages, hkv */
-  static const struct { qcase c; int want; } cases[] = {
-      {{CLATTN_INT4, 1, 0, 1, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 2},
-      {{CLATTN_INT4, 1, 0, 4, 0, 0, 0, 0, 0, 0, 72, 0, 0, 0, 0, 0, 0}, 2},
-      {{CLATTN_INT4, 1, 16, 3, 1, 1, 0, 0, 0, 0, 128, 0, 4, 0, 0, 0, 0}, 2},
-      {{CLATTN_INT4, 2, 0, 2, 0, 0, 3, 0, 0, 0, 64, 0, 0, 0, 0, 0, 0}, 2},
-      {{CLATTN_INT4, 4, 16, 1, 1, 0, 0, 0, 0, 0, 96, 0, 0, 0, 0, 0, 0}, 1},
-      {{CLATTN_FP8, 1, 0, 2, 1, 1, 2, 0, 0, 0, 72, 0, 0, 0, 0, 0, 0}, 2},
-      {{CLATTN_FP8_FNUZ, 1, 16, 1, 0, 0, 0, 0, 0, 0, 64, 0, 0, 0, 0, 0, 0}, 1},
-  };
+static const struct { qcase c; int want; } kq_wide_cases[] = {
+    /* kvdt, groups, page, Mq, causal, bias, splits, lanes, kstage, mma, D, stages, hkv */
+    {{CLATTN_INT4, 1, 0, 1, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 2},
+    {{CLATTN_INT4, 1, 0, 4, 0, 0, 0, 0, 0, 0, 72, 0, 0, 0, 0, 0, 0}, 2},
+    {{CLATTN_INT4, 1, 16, 3, 1, 1, 0, 0, 0, 0, 128, 0, 4, 0, 0, 0, 0}, 2},
+    {{CLATTN_INT4, 2, 0, 2, 0, 0, 3, 0, 0, 0, 64, 0, 0, 0, 0, 0, 0}, 2},
+    {{CLATTN_INT4, 4, 16, 1, 1, 0, 0, 0, 0, 0, 96, 0, 0, 0, 0, 0, 0}, 1},
+    {{CLATTN_FP8, 1, 0, 2, 1, 1, 2, 0, 0, 0, 72, 0, 0, 0, 0, 0, 0}, 2},
+    {{CLATTN_FP8_FNUZ, 1, 16, 1, 0, 0, 0, 0, 0, 0, 64, 0, 0, 0, 0, 0, 0}, 1},
+};
+#define KQ_WIDE_CASES (sizeof kq_wide_cases / sizeof kq_wide_cases[0])
+
+static void run_kq_wide_cases(void) {
   kq_wide = 2;
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    kq_wide_want = cases[i].want;
-    run_qcase(&cases[i].c);
+  for (size_t i = 0; i < KQ_WIDE_CASES; i++) {
+    kq_wide_want = kq_wide_cases[i].want;
+    run_qcase(&kq_wide_cases[i].c);
   }
+  kq_wide = kq_wide_want = 0;
+}
+
+static void test_kq_wide(void) {
+  run_kq_wide_cases();
   /* a K buffer that does not end on 16 bytes: rows at any word keep the
    * word loads (the words holding the last row would reach past it), rows
    * on 16 bytes of whole 16-byte words keep theirs */
+  kq_wide = 2;
   k_buffer_odd = true;
   kq_wide_want = 0;
-  run_qcase(&cases[0].c); /* int4, D = 64 */
+  run_qcase(&kq_wide_cases[0].c); /* int4, D = 64 */
   kq_wide_want = 1;
-  run_qcase(&cases[sizeof cases / sizeof cases[0] - 1].c); /* fp8 fnuz, D = 64 */
+  run_qcase(&kq_wide_cases[KQ_WIDE_CASES - 1].c); /* fp8 fnuz, D = 64 */
   k_buffer_odd = false;
   kq_wide = kq_wide_want = 0;
+}
+
+/* The portable form's K rows a tile ahead (cl/decode_portable.clh KPRE):
+ * the rows as the 16-byte loads read them (test_kq_wide's cases). */
+static void test_kpre(void) {
+  kpre_form = true;
+  run_kq_wide_cases();
+  kpre_form = false;
 }
 
 /* The tensor-core form on int4 (one group) and fp8 rows: the codes become f16
@@ -646,6 +665,7 @@ void add_decode_quant_tests(CU_pSuite s) {
   CU_add_test(s, "quantized K/V: causal, bias, paged, lanes", test_features);
   CU_add_test(s, "quantized K/V: K rows staged in local memory", test_kstage);
   CU_add_test(s, "quantized K/V: K rows in 16-byte loads", test_kq_wide);
+  CU_add_test(s, "quantized K/V: K rows a tile ahead", test_kpre);
   CU_add_test(s, "quantized K/V: the value pass's rows in flight", test_value_rows);
   CU_add_test(s, "quantized K/V: score / value halves", test_roles);
   CU_add_test(s, "quantized K/V: every fp8 code through each form's loads", test_fp8_codes);

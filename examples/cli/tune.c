@@ -80,6 +80,7 @@ static const knob decode_knobs[] = {
     {"decode_kstage_quant", 2, {0, 1}, PORTQ},
     {"decode_quant_value_rows", 3, {4, 8, 16}, PORTQ},
     {"decode_port_roles", 2, {0, 1}, PORT},
+    {"decode_port_kpre", 2, {0, 1}, PORT},
     {"decode_port_waves", 3, {0, 4, 6}, PORT}, /* CDNA fp8 at 128 VGPRs; NVIDIA 3 groups of 256 */
     {"decode_splits_per_cu", 4, {1, 2, 4, 8}, NULL},
     {"decode_min_keys_per_split", 5, {64, 128, 256, 512, 1024}, NULL},

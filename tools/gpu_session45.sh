@@ -1,0 +1,27 @@
+# Session 45's GPU calls: `bash tools/gpu_session45.sh [kpre]`; on an H200 also
+# `bash tools/gpu_session43.sh table rr` and `TUNE_S=590 bash tools/gpu_session34.sh tune` / `ptune`.
+# kpre: the portable decode's K row a tile ahead (decode_port_kpre=1): the CLI's checks with it,
+#   then tools/sweeps/session45a.txt (REPEAT=10, two rounds; register counts with REGS=1).
+# Results: tools/PERF.md session 45.
+. tools/gpu_env.sh
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+PARTS=${*:-kpre}
+C=./build-gpubin/new/clattn
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee $OUT/gpu.txt
+if part kpre; then
+  printf "decode_port_kpre=1\n" > /tmp/kp.txt
+  printf "decode_port_kpre=1\ndecode_wg=128\n" > /tmp/kp128.txt
+  printf "decode_port_kpre=1\ndecode_wg=128\ndecode_port_waves=3\n" > /tmp/kp128w3.txt
+  printf "decode_port_kpre=1\ndecode_port_waves=4\n" > /tmp/kpw4.txt
+  printf "decode_kq_wide=2\n" > /tmp/kqw2.txt
+  printf "decode_kq_wide=2\ndecode_port_kpre=1\n" > /tmp/kqw2kp.txt
+  C=$C bash tools/gpu_checks.sh <<'SHAPES' | tee $OUT/kprecheck.txt
+CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/kp.txt --batch 3 --ctx 5000 --head-dim 128 --causal --q-len 3 --lse
+CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/kp128w3.txt --batch 4 --ctx 7000 --head-dim 96 --dtype bf16 --paged --page-size 16 --varlen --bias
+CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/kqw2kp.txt --batch 4 --ctx 7000 --kv-dtype int4 --paged --page-size 16 --q-len 2 --causal
+CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/kpw4.txt --batch 4 --ctx 7000 --kv-dtype fp8 --head-dim 256 --lse
+CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/kp.txt --batch 2 --ctx 6000 --kv-dtype int4g4 --head-dim 128 --splits 3
+SHAPES
+  OUT=$OUT/ab1 REPEAT=${REPEAT:-10} timeout ${AB_S:-420} bash tools/gpu_ab_cl.sh tools/sweeps/session45a.txt
+fi
+true
