@@ -1,15 +1,18 @@
-# Session 45's GPU calls: `bash tools/gpu_session45.sh [kpre]`; on an H200 also
+# Session 45's GPU calls: `bash tools/gpu_session45.sh [kpre|state]`; on an H200 also
 # `bash tools/gpu_session43.sh table rr` and `TUNE_S=590 bash tools/gpu_session34.sh tune` / `ptune`.
 # kpre: the portable decode's K row a tile ahead (decode_port_kpre=1): the CLI's checks with it,
 #   then tools/sweeps/session45a.txt (REPEAT=10, two rounds; register counts with REGS=1).
+# state: the portable kernel's state and tensors in structs (tools/sweeps/session45_state.patch) against
+#   the cl/ it patches, with the halves and K a tile ahead: tools/sweeps/session45b.txt.
 # Results: tools/PERF.md session 45.
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-kpre}
 C=./build-gpubin/new/clattn
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee $OUT/gpu.txt
+printf "decode_port_roles=1\n" > /tmp/roles.txt
+printf "decode_port_kpre=1\n" > /tmp/kp.txt
 if part kpre; then
-  printf "decode_port_kpre=1\n" > /tmp/kp.txt
   printf "decode_port_kpre=1\ndecode_wg=128\n" > /tmp/kp128.txt
   printf "decode_port_kpre=1\ndecode_wg=128\ndecode_port_waves=3\n" > /tmp/kp128w3.txt
   printf "decode_port_kpre=1\ndecode_port_waves=4\n" > /tmp/kpw4.txt
@@ -24,4 +27,6 @@ CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/kp.txt --batch 2 --ctx 6000 --kv-dtype
 SHAPES
   OUT=$OUT/ab1 REPEAT=${REPEAT:-10} timeout ${AB_S:-420} bash tools/gpu_ab_cl.sh tools/sweeps/session45a.txt
 fi
+part state && exp_cl cl_head 3317593 && exp_cl cl_state 3317593 tools/sweeps/session45_state.patch &&
+  OUT=$OUT/ab2 REPEAT=${REPEAT:-10} timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session45b.txt
 true

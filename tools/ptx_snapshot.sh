@@ -52,6 +52,8 @@ dec port_int4g4_kq16     f16 f32 f16 128 128 4  1  4 0  0  0  0  0  1  0  0  0  
 dec port_fp8_kq16        f16 f32 f16 128 128 4  2  1 0  0  0  0  0  1  0  0  0   1  0  0   0  0   0  "" -DKQ_WIDE=1
 dec port_f16_roles       f16 f16 f16 128 256 4  0  1 1  0  0  0  0  1  0  0  0   1  0  0   0  0   0  "" -DROLES=1
 dec port_int4g2_roles    f16 f32 f16 128 256 4  1  2 0  1  0  1  0  1  0  0  0   1  0  0   0  0   0  16 -DROLES=1
+dec port_f16_kpre        f16 f16 f16 128 256 4  0  1 1  0  0  0  0  1  0  0  0   1  0  0   0  0   0  "" -DKPRE=1
+dec port_int4_kpre_paged f16 f32 f16 128 256 4  1  1 0  1  0  1  0  1  0  0  0   1  0  0   0  0   0  16 "-DKPRE=1 -DKQ_WIDE=2"
 # ReRoPE: forward and backward, tensor cores and portable
 rr() {
   python3 tools/check_nvptx.py "cl/$2" "$3 $NV" --ptx "$out/$1.ptx" 2>&1 | grep -E "registers|spill" > "$out/$1.ptxas" || true
