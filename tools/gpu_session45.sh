@@ -4,6 +4,8 @@
 #   then tools/sweeps/session45a.txt (REPEAT=10, two rounds; register counts with REGS=1).
 # state: the portable kernel's state and tensors in structs (tools/sweeps/session45_state.patch) against
 #   the cl/ it patches, with the halves and K a tile ahead: tools/sweeps/session45b.txt.
+# ptx: NVIDIA's PTX of the portable decode (the disk cache's entries) and its compiler's verbose
+#   log (registers, stack, spills) for f16, int4, fp8 and the structs' form, in $OUT/ptx_*.
 # Results: tools/PERF.md session 45.
 . tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
@@ -29,4 +31,15 @@ SHAPES
 fi
 part state && exp_cl cl_head 3317593 && exp_cl cl_state 3317593 tools/sweeps/session45_state.patch &&
   OUT=$OUT/ab2 REPEAT=${REPEAT:-10} timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session45b.txt
+if part ptx; then
+  exp_cl cl_state 3317593 tools/sweeps/session45_state.patch
+  for v in "f16:cl:--batch 64 --ctx 4096" "f16b1:cl:--batch 1 --ctx 32768" "int4:cl:--batch 16 --ctx 8192 --kv-dtype int4" \
+           "fp8:cl:--batch 16 --ctx 8192 --kv-dtype fp8" "f16state:tools/exp/cl_state:--batch 64 --ctx 4096"; do
+    IFS=: read -r name dir args <<< "$v"; mkdir -p $OUT/ptx_$name
+    CLATTN_CACHE_DIR=$OUT/ptx_$name CLATTN_KERNEL_DIR=$PWD/$dir CLATTN_PORTABLE=1 CLATTN_TUNING_FILE=/dev/null \
+      CLATTN_LOG=debug CLATTN_BUILD_OPTIONS=-cl-nv-verbose timeout 120 $C run decode --heads 32 --kv-heads 8 \
+      $args --repeat 3 --no-check > $OUT/ptx_$name/log.txt 2>&1
+    echo "== $name: $(grep -iE 'registers|spill|stack|^time' $OUT/ptx_$name/log.txt | sort | uniq -c | tr '\n' ' ')"
+  done 2>&1 | tee $OUT/ptx.txt
+fi
 true
