@@ -604,6 +604,21 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.merge_last = f == 0;
     EMIT(pl, f != 2);
   }
+  for (int f = 0; f < 4; f++) { /* K rows a tile ahead: f16, bf16 D = 256 paged causal, int4 (shifted words) bias, fp8 fnuz D = 96 varlen */
+    plan pl = base;
+    pl.kpre = true;
+    pl.pr.kv_q = f == 2 ? 1 : f == 3 ? 2 : 0;
+    pl.pr.fnuz = f == 3;
+    pl.kq_wide = f == 2 ? 2 : f == 3 ? 1 : 0;
+    pl.pr.paged = pl.pr.causal = f == 1;
+    pl.pr.page_size = pl.pr.paged ? 16 : 0;
+    pl.pr.bias = f == 2;
+    pl.pr.varlen = f == 3;
+    pl.pr.D = f == 1 ? 256 : f == 3 ? 96 : 128;
+    pl.pr.qdt = pl.pr.kvdt = pl.pr.odt = f == 1 ? CLATTN_BF16 : CLATTN_F16;
+    pl.aligned = f < 2;
+    EMIT(pl, f != 3);
+  }
   /* the tensor-core form, its PTX emulated (portable OpenCL) */
   for (int f = 0; f < 4; f++) {
     plan pl = base;
