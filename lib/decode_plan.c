@@ -511,6 +511,41 @@ static void quant_mma_variants(clattn_variant_fn fn, void *priv, const plan *bas
   }
 }
 
+/* The portable form's halves and its K rows a tile ahead. */
+static void port_form_variants(clattn_variant_fn fn, void *priv, const plan *base_plan) {
+  const plan base = *base_plan;
+  char opts[512];
+  for (int f = 0; f < 4; f++) { /* the score / value halves: f16, int4 of 2 groups paged causal, fp8 varlen bias (D = 96: chunks left over), bf16 D = 256 */
+    plan pl = base;
+    pl.roles = true;
+    pl.pr.kv_q = f == 1 ? 1 : f == 2 ? 2 : 0;
+    pl.pr.kv_groups = f == 1 ? 2 : 1;
+    pl.pr.paged = pl.pr.causal = f == 1;
+    pl.pr.page_size = pl.pr.paged ? 16 : 0;
+    pl.pr.varlen = pl.pr.bias = f == 2;
+    pl.pr.D = f == 2 ? 96 : f == 3 ? 256 : 128;
+    pl.pr.qdt = pl.pr.kvdt = pl.pr.odt = f == 3 ? CLATTN_BF16 : CLATTN_F16;
+    pl.aligned = f == 0 || f == 3;
+    pl.merge_last = f == 0;
+    EMIT(pl, f != 2);
+  }
+  for (int f = 0; f < 4; f++) { /* K rows a tile ahead: f16, bf16 D = 256 paged causal, int4 (shifted words) bias, fp8 fnuz D = 96 varlen */
+    plan pl = base;
+    pl.kpre = true;
+    pl.pr.kv_q = f == 2 ? 1 : f == 3 ? 2 : 0;
+    pl.pr.fnuz = f == 3;
+    pl.kq_wide = f == 2 ? 2 : f == 3 ? 1 : 0;
+    pl.pr.paged = pl.pr.causal = f == 1;
+    pl.pr.page_size = pl.pr.paged ? 16 : 0;
+    pl.pr.bias = f == 2;
+    pl.pr.varlen = f == 3;
+    pl.pr.D = f == 1 ? 256 : f == 3 ? 96 : 128;
+    pl.pr.qdt = pl.pr.kvdt = pl.pr.odt = f == 1 ? CLATTN_BF16 : CLATTN_F16;
+    pl.aligned = f < 2;
+    EMIT(pl, f != 3);
+  }
+}
+
 void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
   static const clattn_dtype fl[] = {CLATTN_F32, CLATTN_F16, CLATTN_BF16};
   plan base;
@@ -590,35 +625,7 @@ void clattn_decode_variants(clattn_variant_fn fn, void *priv) {
     pl.kstage = 1;
     EMIT(pl, fnuz);
   }
-  for (int f = 0; f < 4; f++) { /* the score / value halves: f16, int4 of 2 groups paged causal, fp8 varlen bias (D = 96: chunks left over), bf16 D = 256 */
-    plan pl = base;
-    pl.roles = true;
-    pl.pr.kv_q = f == 1 ? 1 : f == 2 ? 2 : 0;
-    pl.pr.kv_groups = f == 1 ? 2 : 1;
-    pl.pr.paged = pl.pr.causal = f == 1;
-    pl.pr.page_size = pl.pr.paged ? 16 : 0;
-    pl.pr.varlen = pl.pr.bias = f == 2;
-    pl.pr.D = f == 2 ? 96 : f == 3 ? 256 : 128;
-    pl.pr.qdt = pl.pr.kvdt = pl.pr.odt = f == 3 ? CLATTN_BF16 : CLATTN_F16;
-    pl.aligned = f == 0 || f == 3;
-    pl.merge_last = f == 0;
-    EMIT(pl, f != 2);
-  }
-  for (int f = 0; f < 4; f++) { /* K rows a tile ahead: f16, bf16 D = 256 paged causal, int4 (shifted words) bias, fp8 fnuz D = 96 varlen */
-    plan pl = base;
-    pl.kpre = true;
-    pl.pr.kv_q = f == 2 ? 1 : f == 3 ? 2 : 0;
-    pl.pr.fnuz = f == 3;
-    pl.kq_wide = f == 2 ? 2 : f == 3 ? 1 : 0;
-    pl.pr.paged = pl.pr.causal = f == 1;
-    pl.pr.page_size = pl.pr.paged ? 16 : 0;
-    pl.pr.bias = f == 2;
-    pl.pr.varlen = f == 3;
-    pl.pr.D = f == 1 ? 256 : f == 3 ? 96 : 128;
-    pl.pr.qdt = pl.pr.kvdt = pl.pr.odt = f == 1 ? CLATTN_BF16 : CLATTN_F16;
-    pl.aligned = f < 2;
-    EMIT(pl, f != 3);
-  }
+  port_form_variants(fn, priv, &base);
   /* the tensor-core form, its PTX emulated (portable OpenCL) */
   for (int f = 0; f < 4; f++) {
     plan pl = base;
