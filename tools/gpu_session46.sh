@@ -14,7 +14,9 @@ if part first; then
   printf "decode_port_kpre=1\n" > /tmp/kp.txt
   printf "decode_port_kpre=1\ndecode_wg=128\ndecode_port_waves=3\n" > /tmp/kp128w3.txt
   printf "decode_kq_wide=2\n" > /tmp/kqw2.txt
-  OUT=$OUT/port REPEAT=10 timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session46p.txt
+  printf "decode_splits_per_cu=4\n" > /tmp/s4.txt; printf "decode_splits_per_cu=8\n" > /tmp/s8.txt
+  printf "decode_wg=128\n" > /tmp/wg128.txt; printf "decode_port_roles=1\ndecode_splits_per_cu=4\n" > /tmp/roles_s4.txt
+  OUT=$OUT/port REPEAT=10 timeout ${AB_S:-280} bash tools/gpu_ab_cl.sh tools/sweeps/session46p.txt
   OUT=$OUT/ptx bash tools/gpu_session45.sh ptx
 fi
 for p in tune ptune; do
