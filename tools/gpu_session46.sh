@@ -4,7 +4,7 @@
 #   rounds), then NVIDIA's own PTX of the portable decode (tools/gpu_session45.sh ptx).
 # b1: the portable decode at B=1 ctx=32768: split targets, the one-launch merge's limit, the halves
 #   (tools/sweeps/session46b.txt, REPEAT=20, two rounds).
-# lds: the portable decode's q in 16-byte local loads against a4506b7's: the CLI's checks, then
+# lds: the portable decode's q in 16-byte local loads (tools/sweeps/session46_lds.patch) against the tree's: the CLI's checks, then
 #   tools/sweeps/session46c.txt (REPEAT=10, two rounds) and NVIDIA's PTX's shared loads.
 # tune / ptune: `clattn tune --family decode`, native / portable (tools/gpu_session33.sh's parts).
 # Results: tools/PERF.md session 46.
@@ -32,22 +32,23 @@ if part b1; then
   OUT=$OUT/b1 REPEAT=20 timeout ${AB_S:-120} bash tools/gpu_ab_cl.sh tools/sweeps/session46b.txt
 fi
 if part lds; then
-  exp_cl cl_h46 a4506b7
+  exp_cl cl_lds a4506b7 tools/sweeps/session46_lds.patch
+  L=CLATTN_KERNEL_DIR=$PWD/tools/exp/cl_lds,CLATTN_PORTABLE=1
   printf "decode_port_roles=1\n" > /tmp/roles.txt; printf "decode_lane_keys=1\n" > /tmp/lanes.txt
   printf "decode_kstage=1\ndecode_kstage_quant=1\n" > /tmp/kst.txt; printf "decode_port_kpre=1\n" > /tmp/kp.txt
-  C=./build-gpubin/new/clattn bash tools/gpu_checks.sh <<'SHAPES' | tee $OUT/ldscheck.txt
-CLATTN_PORTABLE=1 --batch 3 --ctx 5000 --head-dim 128 --causal --q-len 3 --lse
-CLATTN_PORTABLE=1 --batch 4 --ctx 7000 --head-dim 96 --dtype bf16 --paged --page-size 16 --varlen --bias
-CLATTN_PORTABLE=1 --batch 4 --ctx 7000 --kv-dtype int4 --paged --page-size 16 --q-len 2 --causal
-CLATTN_PORTABLE=1 --batch 4 --ctx 7000 --kv-dtype fp8 --head-dim 256 --lse
-CLATTN_PORTABLE=1 --batch 2 --ctx 6000 --kv-dtype int4g4 --head-dim 128 --splits 3
-CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/lanes.txt --batch 3 --ctx 5000 --head-dim 128 --q-len 2 --causal
-CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/kst.txt --batch 3 --ctx 5000 --head-dim 64 --kv-dtype int4
-CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 2 --ctx 9000 --head-dim 128 --bias
-CLATTN_PORTABLE=1,CLATTN_TUNING_FILE=/tmp/kp.txt --batch 2 --ctx 9000 --head-dim 80 --lse
+  C=./build-gpubin/new/clattn bash tools/gpu_checks.sh <<SHAPES | tee $OUT/ldscheck.txt
+$L --batch 3 --ctx 5000 --head-dim 128 --causal --q-len 3 --lse
+$L --batch 4 --ctx 7000 --head-dim 96 --dtype bf16 --paged --page-size 16 --varlen --bias
+$L --batch 4 --ctx 7000 --kv-dtype int4 --paged --page-size 16 --q-len 2 --causal
+$L --batch 4 --ctx 7000 --kv-dtype fp8 --head-dim 256 --lse
+$L --batch 2 --ctx 6000 --kv-dtype int4g4 --head-dim 128 --splits 3
+$L,CLATTN_TUNING_FILE=/tmp/lanes.txt --batch 3 --ctx 5000 --head-dim 128 --q-len 2 --causal
+$L,CLATTN_TUNING_FILE=/tmp/kst.txt --batch 3 --ctx 5000 --head-dim 64 --kv-dtype int4
+$L,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 2 --ctx 9000 --head-dim 128 --bias
+$L,CLATTN_TUNING_FILE=/tmp/kp.txt --batch 2 --ctx 9000 --head-dim 80 --lse
 SHAPES
   OUT=$OUT/lds REPEAT=10 timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session46c.txt
-  mkdir -p $OUT/ldsptx; CLATTN_CACHE_DIR=$OUT/ldsptx CLATTN_PORTABLE=1 CLATTN_TUNING_FILE=/dev/null CLATTN_LOG=debug \
+  mkdir -p $OUT/ldsptx; CLATTN_CACHE_DIR=$OUT/ldsptx CLATTN_KERNEL_DIR=$PWD/tools/exp/cl_lds CLATTN_PORTABLE=1 CLATTN_TUNING_FILE=/dev/null CLATTN_LOG=debug \
     CLATTN_BUILD_OPTIONS=-cl-nv-verbose timeout 60 ./build-gpubin/new/clattn run decode --heads 32 --kv-heads 8 \
     --batch 64 --ctx 4096 --repeat 3 --no-check > $OUT/ldsptx/log.txt 2>&1
   echo "== NVIDIA's PTX: $(cat $OUT/ldsptx/*.bin | grep -a -o 'ld.shared[a-z0-9.]*' | sort | uniq -c | tr '\n' ' ')" \
