@@ -4,8 +4,9 @@
 #   rounds), then NVIDIA's own PTX of the portable decode (tools/gpu_session45.sh ptx).
 # b1: the portable decode at B=1 ctx=32768: split targets, the one-launch merge's limit, the halves
 #   (tools/sweeps/session46b.txt, REPEAT=20, two rounds).
-# lds: the portable decode's q in 16-byte local loads (tools/sweeps/session46_lds.patch) against the tree's: the CLI's checks, then
-#   tools/sweeps/session46c.txt (REPEAT=10, two rounds) and NVIDIA's PTX's shared loads.
+# lds: the portable decode's q in 16-byte local loads (tools/sweeps/session46_lds.patch, not
+#   timed yet) against the tree's: the CLI's checks with it, then tools/sweeps/session46c.txt
+#   (REPEAT=10, two rounds), then its NVIDIA PTX's shared loads and registers.
 # tune / ptune: `clattn tune --family decode`, native / portable (tools/gpu_session33.sh's parts).
 # Results: tools/PERF.md session 46.
 . tools/gpu_env.sh
@@ -48,8 +49,8 @@ $L,CLATTN_TUNING_FILE=/tmp/roles.txt --batch 2 --ctx 9000 --head-dim 128 --bias
 $L,CLATTN_TUNING_FILE=/tmp/kp.txt --batch 2 --ctx 9000 --head-dim 80 --lse
 SHAPES
   OUT=$OUT/lds REPEAT=10 timeout ${AB_S:-200} bash tools/gpu_ab_cl.sh tools/sweeps/session46c.txt
-  mkdir -p $OUT/ldsptx; CLATTN_CACHE_DIR=$OUT/ldsptx CLATTN_KERNEL_DIR=$PWD/tools/exp/cl_lds CLATTN_PORTABLE=1 CLATTN_TUNING_FILE=/dev/null CLATTN_LOG=debug \
-    CLATTN_BUILD_OPTIONS=-cl-nv-verbose timeout 60 ./build-gpubin/new/clattn run decode --heads 32 --kv-heads 8 \
+  mkdir -p $OUT/ldsptx; CLATTN_CACHE_DIR=$OUT/ldsptx CLATTN_KERNEL_DIR=$PWD/tools/exp/cl_lds CLATTN_PORTABLE=1 \
+    CLATTN_TUNING_FILE=/dev/null CLATTN_LOG=debug CLATTN_BUILD_OPTIONS=-cl-nv-verbose timeout 60 ./build-gpubin/new/clattn run decode --heads 32 --kv-heads 8 \
     --batch 64 --ctx 4096 --repeat 3 --no-check > $OUT/ldsptx/log.txt 2>&1
   echo "== NVIDIA's PTX: $(cat $OUT/ldsptx/*.bin | grep -a -o 'ld.shared[a-z0-9.]*' | sort | uniq -c | tr '\n' ' ')" \
     "$(grep -E 'registers|spill' $OUT/ldsptx/log.txt | sort | uniq -c | tr '\n' ' ')" | tee $OUT/ldsptx.txt
