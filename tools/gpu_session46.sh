@@ -13,30 +13,27 @@
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 PARTS=${*:-first}
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader | tee $OUT/gpu.txt
+# the sweeps' and checks' tuning files, /tmp/NAME.txt, one key=value a line
+tf() { local n=$1; shift; printf '%s\n' "$@" > /tmp/$n.txt; }
+tf roles decode_port_roles=1; tf kp decode_port_kpre=1; tf kqw2 decode_kq_wide=2
+tf kp128w3 decode_port_kpre=1 decode_wg=128 decode_port_waves=3
+tf s1 decode_splits_per_cu=1; tf s4 decode_splits_per_cu=4; tf s8 decode_splits_per_cu=8
+tf wg128 decode_wg=128; tf ml32 decode_merge_last=32; tf ml0 decode_merge_last=0
+tf roles_s1 decode_port_roles=1 decode_splits_per_cu=1; tf roles_s4 decode_port_roles=1 decode_splits_per_cu=4
+tf roles_ml32 decode_port_roles=1 decode_merge_last=32
+tf kp128w3_ml32 decode_port_kpre=1 decode_wg=128 decode_port_waves=3 decode_merge_last=32
+tf lanes decode_lane_keys=1; tf kst decode_kstage=1 decode_kstage_quant=1
 if part first; then
   OUT=$OUT bash tools/gpu_session42.sh table rr
-  printf "decode_port_roles=1\n" > /tmp/roles.txt
-  printf "decode_port_kpre=1\n" > /tmp/kp.txt
-  printf "decode_port_kpre=1\ndecode_wg=128\ndecode_port_waves=3\n" > /tmp/kp128w3.txt
-  printf "decode_kq_wide=2\n" > /tmp/kqw2.txt
-  printf "decode_splits_per_cu=4\n" > /tmp/s4.txt; printf "decode_splits_per_cu=8\n" > /tmp/s8.txt
-  printf "decode_wg=128\n" > /tmp/wg128.txt; printf "decode_port_roles=1\ndecode_splits_per_cu=4\n" > /tmp/roles_s4.txt
   OUT=$OUT/port REPEAT=10 timeout ${AB_S:-280} bash tools/gpu_ab_cl.sh tools/sweeps/session46p.txt
   OUT=$OUT/ptx bash tools/gpu_session45.sh ptx
 fi
 if part b1; then
-  printf "decode_port_roles=1\n" > /tmp/roles.txt; printf "decode_splits_per_cu=1\n" > /tmp/s1.txt
-  printf "decode_merge_last=32\n" > /tmp/ml32.txt; printf "decode_merge_last=0\n" > /tmp/ml0.txt
-  printf "decode_port_roles=1\ndecode_splits_per_cu=1\n" > /tmp/roles_s1.txt
-  printf "decode_port_roles=1\ndecode_merge_last=32\n" > /tmp/roles_ml32.txt
-  printf "decode_port_kpre=1\ndecode_wg=128\ndecode_port_waves=3\ndecode_merge_last=32\n" > /tmp/kp128w3_ml32.txt
   OUT=$OUT/b1 REPEAT=20 timeout ${AB_S:-120} bash tools/gpu_ab_cl.sh tools/sweeps/session46b.txt
 fi
 if part lds; then
   exp_cl cl_lds a4506b7 tools/sweeps/session46_lds.patch
   L=CLATTN_KERNEL_DIR=$PWD/tools/exp/cl_lds,CLATTN_PORTABLE=1
-  printf "decode_port_roles=1\n" > /tmp/roles.txt; printf "decode_lane_keys=1\n" > /tmp/lanes.txt
-  printf "decode_kstage=1\ndecode_kstage_quant=1\n" > /tmp/kst.txt; printf "decode_port_kpre=1\n" > /tmp/kp.txt
   C=./build-gpubin/new/clattn bash tools/gpu_checks.sh <<SHAPES | tee $OUT/ldscheck.txt
 $L --batch 3 --ctx 5000 --head-dim 128 --causal --q-len 3 --lse
 $L --batch 4 --ctx 7000 --head-dim 96 --dtype bf16 --paged --page-size 16 --varlen --bias
